@@ -1,0 +1,571 @@
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/valyala/fastjson"
+)
+
+// MaxLineBytes bounds one line of a trace. Event lines are a few dozen bytes;
+// the bound exists so that a corrupt file (say, a binary blob with no newline)
+// is reported instead of being read into memory whole.
+const MaxLineBytes = 64 << 20
+
+// maxID is the exclusive upper bound of ids and sizes: 2^63, so that sums and
+// differences of sizes cannot overflow and ids survive a round trip through
+// signed integers in other tools.
+const maxID = 1 << 63
+
+// maxExactFloat is the largest integer a float64 holds exactly (2^53). Sizes
+// written as floats (4096.0, 4.096e3) are accepted up to it.
+const maxExactFloat = 1 << 53
+
+// maxKeptErrors is how many skipped-line errors a Reader keeps for reports;
+// the rest are only counted.
+const maxKeptErrors = 20
+
+// maxInternedTags bounds the table that lets repeated tags share one string.
+// Traces tag allocations with op or tensor names, which repeat; past the bound
+// new tags are simply not shared.
+const maxInternedTags = 1 << 16
+
+// ReaderOption configures a Reader.
+type ReaderOption func(*Reader)
+
+// SkipInvalid makes the Reader count and skip invalid lines instead of
+// stopping at the first one. Skipped lines change no state: an alloc that was
+// skipped leaves its id not live, a skipped free leaves its id live.
+func SkipInvalid() ReaderOption { return func(r *Reader) { r.skipInvalid = true } }
+
+// Summary is what a Reader has seen so far.
+type Summary struct {
+	Events          int64 // valid events, all ops
+	Allocs          int64
+	ZeroSizeAllocs  int64
+	Frees           int64
+	Steps           int64
+	Marks           int64
+	Reserves        int64
+	Releases        int64
+	Skipped         int64  // invalid lines skipped under SkipInvalid
+	LiveAllocs      int64  // allocations live now
+	PeakLiveAllocs  int64  // the most allocations live at once
+	LiveBytes       uint64 // sum of the requested sizes of the live allocations
+	PeakLiveBytes   uint64 // the largest LiveBytes
+	TotalAllocBytes uint64 // sum of the requested sizes of every alloc
+	MaxAllocBytes   uint64 // the largest single alloc
+	FirstT, LastT   float64
+	HasT            bool // FirstT and LastT are set
+}
+
+// liveAlloc is what the Reader remembers of a live allocation.
+type liveAlloc struct {
+	size uint64
+	line int64
+	slot uint32
+}
+
+// Reader reads a v1 trace as a stream of Events. It is shaped like
+// bufio.Scanner: call Next until it returns false, then Err.
+//
+// A Reader is not safe for concurrent use.
+type Reader struct {
+	name        string
+	raw         *countingReader
+	in          *bufio.Reader
+	closeFn     func()
+	skipInvalid bool
+
+	header   Header
+	pending  []byte // the first line, read while looking for a header
+	lineNo   int64
+	long     []byte // accumulates lines longer than the bufio buffer
+	parser   fastjson.Parser
+	ev       Event
+	err      error
+	kept     []*SyntaxError
+	sum      Summary
+	live     map[uint64]liveAlloc
+	freeSlot []uint32
+	nextSlot uint32
+	tags     map[string]string
+}
+
+// NewReader returns a Reader of the trace in rd. name is used in error
+// messages and is usually the file's path. The input may be gzip or zstd
+// compressed; the compression is detected from its first bytes.
+//
+// NewReader reads up to the first non-blank line to find the header. It
+// returns an error if the input cannot be read or decompressed, or if the
+// header line is invalid; an invalid first event line is reported by Next.
+// The caller keeps ownership of rd; Close releases the decompressor.
+func NewReader(rd io.Reader, name string, opts ...ReaderOption) (*Reader, error) {
+	r := &Reader{
+		name:    name,
+		raw:     &countingReader{r: rd},
+		live:    make(map[uint64]liveAlloc),
+		tags:    make(map[string]string),
+		closeFn: func() {},
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	dec, closeFn, err := decompress(r.raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	r.in = bufio.NewReaderSize(dec, 64<<10)
+	r.closeFn = closeFn
+	if err := r.readHeader(); err != nil {
+		r.closeFn()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Header returns the trace's header; its Version is 0 if the trace has none.
+func (r *Reader) Header() Header { return r.header }
+
+// Next advances to the next valid event. It returns false at the end of the
+// trace or at the first error; Err tells which.
+func (r *Reader) Next() bool {
+	for r.err == nil {
+		line, ok := r.readLine()
+		if !ok {
+			return false
+		}
+		if isBlank(line) {
+			continue
+		}
+		ev, msg := r.decode(line)
+		if msg == "" {
+			msg = r.apply(&ev)
+		}
+		if msg != "" {
+			serr := &SyntaxError{File: r.name, Line: r.lineNo, Msg: msg}
+			if !r.skipInvalid {
+				r.err = serr
+				return false
+			}
+			r.sum.Skipped++
+			if len(r.kept) < maxKeptErrors {
+				r.kept = append(r.kept, serr)
+			}
+			continue
+		}
+		r.ev = ev
+		return true
+	}
+	return false
+}
+
+// Event returns the event Next found. It is a copy; the caller may keep it.
+func (r *Reader) Event() Event { return r.ev }
+
+// Err returns the error that stopped the Reader: a *SyntaxError for an invalid
+// line, or an I/O or decompression error wrapped with the trace's name. It is
+// nil at a clean end of the trace.
+func (r *Reader) Err() error { return r.err }
+
+// Summary returns the counts and sizes of what has been read so far.
+func (r *Reader) Summary() Summary { return r.sum }
+
+// SkippedErrors returns the first few errors skipped under SkipInvalid, in
+// order. The slice is the Reader's; the caller must not modify it.
+func (r *Reader) SkippedErrors() []*SyntaxError { return r.kept }
+
+// BytesRead returns how many bytes of the underlying (possibly compressed)
+// input have been consumed, for progress reports.
+func (r *Reader) BytesRead() int64 { return r.raw.n }
+
+// Name returns the name the Reader was created with.
+func (r *Reader) Name() string { return r.name }
+
+// Close releases the decompressor. It does not close the underlying reader.
+func (r *Reader) Close() error {
+	r.closeFn()
+	return nil
+}
+
+// readHeader reads the first non-blank line. If it is a header it is decoded
+// into r.header; otherwise it is kept in r.pending for Next.
+func (r *Reader) readHeader() error {
+	for {
+		line, ok := r.readLine()
+		if !ok {
+			return r.err
+		}
+		if isBlank(line) {
+			continue
+		}
+		if fastjson.ValidateBytes(line) != nil {
+			r.pending = append([]byte(nil), line...)
+			return nil
+		}
+		v, err := r.parser.ParseBytes(line)
+		if err != nil || v.Type() != fastjson.TypeObject || v.Get("bfcsim_trace") == nil {
+			r.pending = append([]byte(nil), line...)
+			return nil
+		}
+		h, msg := decodeHeader(v)
+		if msg != "" {
+			return &SyntaxError{File: r.name, Line: r.lineNo, Msg: msg}
+		}
+		r.header = h
+		return nil
+	}
+}
+
+func decodeHeader(v *fastjson.Value) (Header, string) {
+	h := Header{Meta: map[string]string{}}
+	var msg string
+	v.GetObject().Visit(func(key []byte, f *fastjson.Value) {
+		if msg != "" {
+			return
+		}
+		switch k := string(key); k {
+		case "bfcsim_trace":
+			n, m := uintField(f, k)
+			if m != "" {
+				msg = m
+			} else if n != FormatVersion {
+				msg = fmt.Sprintf("unsupported trace format version %d (this bfcsim reads version %d)", n, FormatVersion)
+			} else {
+				h.Version = int(n)
+			}
+		case "name":
+			h.Name, msg = stringField(f, k)
+		case "source":
+			h.Source, msg = stringField(f, k)
+		case "capacity":
+			h.CapacityBytes, msg = uintField(f, k)
+		case "time_unit":
+			h.TimeUnit, msg = stringField(f, k)
+			if msg == "" && !slices.Contains(validTimeUnits, h.TimeUnit) {
+				msg = fmt.Sprintf("time_unit %q is not one of ns, us, ms, s", h.TimeUnit)
+			}
+		default:
+			h.Meta[k] = f.String()
+		}
+	})
+	return h, msg
+}
+
+// readLine returns the next line without its line ending. The slice is valid
+// until the next call. At the end of input or on an error it returns false
+// and, for an error, sets r.err.
+func (r *Reader) readLine() ([]byte, bool) {
+	if r.pending != nil {
+		line := r.pending
+		r.pending = nil
+		return line, true
+	}
+	line, err := r.in.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		r.long = append(r.long[:0], line...)
+		for errors.Is(err, bufio.ErrBufferFull) && len(r.long) <= MaxLineBytes {
+			line, err = r.in.ReadSlice('\n')
+			r.long = append(r.long, line...)
+		}
+		if len(r.long) > MaxLineBytes {
+			r.err = &SyntaxError{File: r.name, Line: r.lineNo + 1,
+				Msg: fmt.Sprintf("line longer than %d MiB (is this a trace?)", MaxLineBytes>>20)}
+			return nil, false
+		}
+		line = r.long
+	}
+	if err != nil && err != io.EOF {
+		r.err = fmt.Errorf("reading %s: %w", r.name, err)
+		return nil, false
+	}
+	if len(line) == 0 && err == io.EOF {
+		return nil, false
+	}
+	r.lineNo++
+	line = bytes.TrimSuffix(line, []byte{'\n'})
+	line = bytes.TrimSuffix(line, []byte{'\r'})
+	return line, true
+}
+
+func isBlank(line []byte) bool {
+	for _, c := range line {
+		if c != ' ' && c != '\t' && c != '\r' {
+			return false
+		}
+	}
+	return true
+}
+
+// decode turns one line into an Event, checking everything that can be
+// checked from the line alone. It returns a non-empty reason if the line is
+// invalid.
+func (r *Reader) decode(line []byte) (Event, string) {
+	ev := Event{Line: r.lineNo}
+	if err := fastjson.ValidateBytes(line); err != nil {
+		return ev, "malformed JSON: " + err.Error()
+	}
+	v, err := r.parser.ParseBytes(line)
+	if err != nil {
+		return ev, "malformed JSON: " + err.Error()
+	}
+	obj, err := v.Object()
+	if err != nil {
+		return ev, fmt.Sprintf("expected a JSON object, found %s", v.Type())
+	}
+	var (
+		msg                                   string
+		opText                                []byte
+		hasOp, hasID, hasSize, hasName, isHdr bool
+	)
+	obj.Visit(func(key []byte, f *fastjson.Value) {
+		if msg != "" {
+			return
+		}
+		switch string(key) {
+		case "op":
+			hasOp = true
+			opText, err = f.StringBytes()
+			if err != nil {
+				msg = fmt.Sprintf("op must be a string, found %s", f.Type())
+			}
+		case "id":
+			hasID = true
+			ev.ID, msg = uintField(f, "id")
+			if msg == "" && ev.ID >= maxID {
+				msg = fmt.Sprintf("id %d is too large (ids must be < 2^63)", ev.ID)
+			}
+		case "size":
+			hasSize = true
+			ev.Size, msg = uintField(f, "size")
+			if msg == "" && ev.Size >= maxID {
+				msg = fmt.Sprintf("size %d is too large (sizes must be < 2^63)", ev.Size)
+			}
+		case "align":
+			ev.Align, msg = uintField(f, "align")
+			if msg == "" && ev.Align&(ev.Align-1) != 0 {
+				msg = fmt.Sprintf("align %d is not a power of two", ev.Align)
+			}
+		case "addr":
+			ev.Addr, msg = uintField(f, "addr")
+			ev.Flags |= HasAddr
+		case "t":
+			ev.T, err = f.Float64()
+			if err != nil {
+				msg = fmt.Sprintf("t must be a number, found %s", f.Type())
+			}
+			ev.Flags |= HasT
+		case "stream":
+			ev.Stream, msg = streamField(f)
+			ev.Flags |= HasStream
+		case "tag":
+			var b []byte
+			b, err = f.StringBytes()
+			if err != nil {
+				msg = fmt.Sprintf("tag must be a string, found %s", f.Type())
+			}
+			ev.Tag = r.intern(b)
+		case "name":
+			hasName = true
+			var b []byte
+			b, err = f.StringBytes()
+			if err != nil {
+				msg = fmt.Sprintf("name must be a string, found %s", f.Type())
+			}
+			ev.Name = r.intern(b)
+		case "bfcsim_trace":
+			isHdr = true
+		}
+	})
+	if msg != "" {
+		return ev, msg
+	}
+	if !hasOp {
+		if isHdr {
+			return ev, "a trace header is allowed only on the first line"
+		}
+		return ev, `missing required field "op"`
+	}
+	op, ok := ParseOp(string(opText))
+	if !ok {
+		return ev, fmt.Sprintf("unknown op %q (want alloc, free, step, mark, reserve or release)", opText)
+	}
+	ev.Op = op
+	need := func(has bool, field string) string {
+		if has {
+			return ""
+		}
+		return fmt.Sprintf("%s without required field %q", op, field)
+	}
+	switch op {
+	case OpAlloc:
+		msg = firstOf(need(hasID, "id"), need(hasSize, "size"))
+	case OpFree:
+		msg = need(hasID, "id")
+	case OpMark:
+		msg = need(hasName, "name")
+	case OpReserve:
+		msg = firstOf(need(ev.Flags&HasAddr != 0, "addr"), need(hasSize, "size"))
+	case OpRelease:
+		msg = need(ev.Flags&HasAddr != 0, "addr")
+	}
+	return ev, msg
+}
+
+func firstOf(msgs ...string) string {
+	for _, m := range msgs {
+		if m != "" {
+			return m
+		}
+	}
+	return ""
+}
+
+// apply checks ev against the state built by the events before it and, if
+// it is valid, updates that state and annotates ev. It changes nothing when
+// it returns a reason.
+func (r *Reader) apply(ev *Event) string {
+	if ev.Flags&HasT != 0 {
+		if r.sum.HasT && ev.T < r.sum.LastT {
+			return fmt.Sprintf("t %s is before the previous event's t %s (t must not decrease)",
+				fmtFloat(ev.T), fmtFloat(r.sum.LastT))
+		}
+	}
+	switch ev.Op {
+	case OpAlloc:
+		if prev, ok := r.live[ev.ID]; ok {
+			return fmt.Sprintf("alloc of id %d that is already live (allocated at line %d)", ev.ID, prev.line)
+		}
+		ev.Slot = r.takeSlot()
+		r.live[ev.ID] = liveAlloc{size: ev.Size, line: ev.Line, slot: ev.Slot}
+		s := &r.sum
+		s.Allocs++
+		if ev.Size == 0 {
+			s.ZeroSizeAllocs++
+		}
+		s.LiveAllocs++
+		s.PeakLiveAllocs = max(s.PeakLiveAllocs, s.LiveAllocs)
+		s.LiveBytes += ev.Size
+		s.PeakLiveBytes = max(s.PeakLiveBytes, s.LiveBytes)
+		s.TotalAllocBytes += ev.Size
+		s.MaxAllocBytes = max(s.MaxAllocBytes, ev.Size)
+	case OpFree:
+		a, ok := r.live[ev.ID]
+		if !ok {
+			return fmt.Sprintf("free of id %d that is not live", ev.ID)
+		}
+		delete(r.live, ev.ID)
+		r.freeSlot = append(r.freeSlot, a.slot)
+		ev.Size = a.size
+		ev.Slot = a.slot
+		r.sum.Frees++
+		r.sum.LiveAllocs--
+		r.sum.LiveBytes -= a.size
+	case OpStep:
+		r.sum.Steps++
+	case OpMark:
+		r.sum.Marks++
+	case OpReserve:
+		r.sum.Reserves++
+	case OpRelease:
+		r.sum.Releases++
+	}
+	if ev.Flags&HasT != 0 {
+		if !r.sum.HasT {
+			r.sum.FirstT = ev.T
+			r.sum.HasT = true
+		}
+		r.sum.LastT = ev.T
+	}
+	r.sum.Events++
+	return ""
+}
+
+// takeSlot returns the most recently freed slot, or a new one.
+func (r *Reader) takeSlot() uint32 {
+	if n := len(r.freeSlot); n > 0 {
+		s := r.freeSlot[n-1]
+		r.freeSlot = r.freeSlot[:n-1]
+		return s
+	}
+	s := r.nextSlot
+	r.nextSlot++
+	return s
+}
+
+// intern returns b as a string, sharing one copy between equal tags.
+func (r *Reader) intern(b []byte) string {
+	if s, ok := r.tags[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(r.tags) < maxInternedTags {
+		r.tags[s] = s
+	}
+	return s
+}
+
+// uintField decodes a non-negative integer. Integral values written as floats
+// (4096.0, 4e3) are accepted while they are exact.
+func uintField(f *fastjson.Value, name string) (uint64, string) {
+	if f.Type() != fastjson.TypeNumber {
+		return 0, fmt.Sprintf("%s must be an integer, found %s", name, f.Type())
+	}
+	if n, err := f.Uint64(); err == nil {
+		return n, ""
+	}
+	x, err := f.Float64()
+	switch {
+	case err != nil:
+		return 0, fmt.Sprintf("%s %s is not a number", name, f)
+	case x < 0:
+		return 0, fmt.Sprintf("%s %s is negative", name, f)
+	case x != math.Trunc(x):
+		return 0, fmt.Sprintf("%s %s is not an integer", name, f)
+	case x > maxExactFloat:
+		return 0, fmt.Sprintf("%s %s is too large", name, f)
+	}
+	return uint64(x), ""
+}
+
+// streamField decodes a stream. CUDA stream handles are pointers, so values
+// up to 2^64-1 are accepted and kept bit for bit in the int64.
+func streamField(f *fastjson.Value) (int64, string) {
+	if f.Type() == fastjson.TypeNumber {
+		if n, err := f.Int64(); err == nil {
+			return n, ""
+		}
+		if n, err := f.Uint64(); err == nil {
+			return int64(n), ""
+		}
+	}
+	return 0, fmt.Sprintf("stream must be an integer, found %s", f)
+}
+
+func stringField(f *fastjson.Value, name string) (string, string) {
+	b, err := f.StringBytes()
+	if err != nil {
+		return "", fmt.Sprintf("%s must be a string, found %s", name, f.Type())
+	}
+	return string(b), ""
+}
+
+func fmtFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}

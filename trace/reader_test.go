@@ -1,0 +1,301 @@
+package trace
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// readAll reads every event of text, returning them and the Reader's error.
+func readAll(t *testing.T, text string, opts ...ReaderOption) ([]Event, *Reader, error) {
+	t.Helper()
+	r, err := NewReader(strings.NewReader(text), "t.jsonl", opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer r.Close()
+	var evs []Event
+	for r.Next() {
+		evs = append(evs, r.Event())
+	}
+	return evs, r, r.Err()
+}
+
+func TestReaderValidTrace(t *testing.T) {
+	text := `{"bfcsim_trace":1,"name":"demo","source":"gen","capacity":1073741824,"time_unit":"us","model":{"layers":2}}
+
+{"op":"alloc","id":1,"size":4096,"t":1,"tag":"w","stream":7}
+{"op":"alloc","id":2,"size":100,"align":512,"t":2,"addr":1099511627776}` + "\r\n" + `
+{"op":"free","id":1,"t":2}
+{"op":"alloc","id":3,"size":0,"t":3}
+{"op":"mark","name":"fwd","t":3}
+{"op":"free","id":3}
+{"op":"alloc","id":1,"size":8192.0,"future_key":[1,2]}
+{"op":"step","name":"0"}
+{"op":"reserve","addr":4096,"size":2097152}
+{"op":"release","addr":4096}
+`
+	evs, r, err := readAll(t, text)
+	require.NoError(t, err)
+
+	h := r.Header()
+	assert.Equal(t, Header{Version: 1, Name: "demo", Source: "gen", CapacityBytes: 1 << 30, TimeUnit: "us",
+		Meta: map[string]string{"model": `{"layers":2}`}}, h)
+
+	require.Len(t, evs, 10)
+	assert.Equal(t, Event{Line: 3, Op: OpAlloc, ID: 1, Size: 4096, T: 1, Tag: "w", Stream: 7,
+		Flags: HasT | HasStream, Slot: 0}, evs[0])
+	assert.Equal(t, Event{Line: 4, Op: OpAlloc, ID: 2, Size: 100, Align: 512, T: 2, Addr: 1 << 40,
+		Flags: HasT | HasAddr, Slot: 1}, evs[1])
+	// The free carries the size and slot of the allocation it ends.
+	assert.Equal(t, Event{Line: 6, Op: OpFree, ID: 1, Size: 4096, T: 2, Flags: HasT, Slot: 0}, evs[2])
+	// Slot 0 is reused by the next alloc; the size-0 alloc is an ordinary live id.
+	assert.Equal(t, uint32(0), evs[3].Slot)
+	assert.Equal(t, Event{Line: 8, Op: OpMark, Name: "fwd", T: 3, Flags: HasT}, evs[4])
+	assert.Equal(t, uint64(8192), evs[6].Size, "integral floats are accepted")
+	assert.Equal(t, OpStep, evs[7].Op)
+	assert.Equal(t, Event{Line: 12, Op: OpReserve, Addr: 4096, Size: 2 << 20, Flags: HasAddr}, evs[8])
+
+	s := r.Summary()
+	assert.Equal(t, Summary{
+		Events: 10, Allocs: 4, ZeroSizeAllocs: 1, Frees: 2, Steps: 1, Marks: 1, Reserves: 1, Releases: 1,
+		LiveAllocs: 2, PeakLiveAllocs: 2, LiveBytes: 8292, PeakLiveBytes: 8292,
+		TotalAllocBytes: 4096 + 100 + 8192, MaxAllocBytes: 8192, FirstT: 1, LastT: 3, HasT: true,
+	}, s)
+}
+
+func TestReaderWithoutHeader(t *testing.T) {
+	evs, r, err := readAll(t, `{"op":"alloc","id":5,"size":1}`)
+	require.NoError(t, err, "a final line without newline is read")
+	assert.Equal(t, 0, r.Header().Version)
+	require.Len(t, evs, 1)
+	assert.Equal(t, int64(1), evs[0].Line)
+}
+
+// Every invalid case SPEC §2 lists, each placed on line 3 after two valid
+// lines, must stop the Reader with "t.jsonl:3: <reason>".
+func TestReaderInvalidLines(t *testing.T) {
+	const prefix = `{"op":"alloc","id":1,"size":16,"t":10}` + "\n" + `{"op":"alloc","id":2,"size":16,"t":10}` + "\n"
+	cases := []struct{ name, line, msg string }{
+		{"malformed JSON", `{"op":"alloc",`, "malformed JSON"},
+		{"trailing garbage", `{"op":"step"} x`, "malformed JSON"},
+		{"NaN is not JSON", `{"op":"alloc","id":3,"size":NaN}`, "malformed JSON"},
+		{"not an object", `[1,2]`, "expected a JSON object, found array"},
+		{"missing op", `{"id":3}`, `missing required field "op"`},
+		{"op not a string", `{"op":1}`, "op must be a string"},
+		{"unknown op", `{"op":"malloc","id":3}`, `unknown op "malloc"`},
+		{"alloc without id", `{"op":"alloc","size":3}`, `alloc without required field "id"`},
+		{"alloc without size", `{"op":"alloc","id":3}`, `alloc without required field "size"`},
+		{"free without id", `{"op":"free"}`, `free without required field "id"`},
+		{"mark without name", `{"op":"mark"}`, `mark without required field "name"`},
+		{"reserve without addr", `{"op":"reserve","size":4}`, `reserve without required field "addr"`},
+		{"release without addr", `{"op":"release"}`, `release without required field "addr"`},
+		{"negative size", `{"op":"alloc","id":3,"size":-4}`, "size -4 is negative"},
+		{"non-integer size", `{"op":"alloc","id":3,"size":1.5}`, "size 1.5 is not an integer"},
+		{"size as string", `{"op":"alloc","id":3,"size":"4"}`, "size must be an integer, found string"},
+		{"huge size", `{"op":"alloc","id":3,"size":9223372036854775808}`, "size 9223372036854775808 is too large"},
+		{"huge id", `{"op":"free","id":9223372036854775808}`, "id 9223372036854775808 is too large"},
+		{"alloc of a live id", `{"op":"alloc","id":2,"size":3}`, "alloc of id 2 that is already live (allocated at line 2)"},
+		{"free of an unknown id", `{"op":"free","id":77}`, "free of id 77 that is not live"},
+		{"bad alignment", `{"op":"alloc","id":3,"size":3,"align":48}`, "align 48 is not a power of two"},
+		{"decreasing t", `{"op":"free","id":1,"t":9.5}`, "t 9.5 is before the previous event's t 10"},
+		{"t not a number", `{"op":"step","t":"now"}`, "t must be a number, found string"},
+		{"tag not a string", `{"op":"alloc","id":3,"size":1,"tag":5}`, "tag must be a string"},
+		{"stream not an integer", `{"op":"alloc","id":3,"size":1,"stream":1.5}`, "stream must be an integer"},
+		{"late header", `{"bfcsim_trace":1}`, "a trace header is allowed only on the first line"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			evs, _, err := readAll(t, prefix+tc.line+"\n"+`{"op":"step"}`+"\n")
+			require.Error(t, err)
+			var serr *SyntaxError
+			require.True(t, errors.As(err, &serr), "want a *SyntaxError, got %T", err)
+			assert.Equal(t, int64(3), serr.Line)
+			assert.Equal(t, "t.jsonl", serr.File)
+			assert.True(t, strings.HasPrefix(err.Error(), "t.jsonl:3: "), err.Error())
+			assert.Contains(t, serr.Msg, tc.msg)
+			assert.Len(t, evs, 2, "the valid events before the error are delivered")
+		})
+	}
+}
+
+func TestReaderSkipInvalid(t *testing.T) {
+	text := `{"op":"alloc","id":1,"size":16}
+{"op":"alloc","id":1,"size":32}
+{"op":"free","id":9}
+not json
+{"op":"free","id":1}
+{"op":"free","id":1}
+`
+	evs, r, err := readAll(t, text, SkipInvalid())
+	require.NoError(t, err)
+	require.Len(t, evs, 2)
+	assert.Equal(t, uint64(16), evs[1].Size, "the skipped alloc changed nothing")
+	s := r.Summary()
+	assert.Equal(t, int64(4), s.Skipped)
+	assert.Equal(t, int64(2), s.Events)
+	kept := r.SkippedErrors()
+	require.Len(t, kept, 4)
+	assert.Equal(t, []int64{2, 3, 4, 6}, []int64{kept[0].Line, kept[1].Line, kept[2].Line, kept[3].Line})
+}
+
+func TestReaderHeaderErrors(t *testing.T) {
+	for _, tc := range []struct{ text, msg string }{
+		{`{"bfcsim_trace":2}`, "t.jsonl:1: unsupported trace format version 2"},
+		{`{"bfcsim_trace":1,"time_unit":"h"}`, `t.jsonl:1: time_unit "h" is not one of ns, us, ms, s`},
+		{`{"bfcsim_trace":1,"capacity":-1}`, "t.jsonl:1: capacity -1 is negative"},
+		{"\n\n" + `{"bfcsim_trace":1,"name":7}`, "t.jsonl:3: name must be a string"},
+	} {
+		_, err := NewReader(strings.NewReader(tc.text), "t.jsonl")
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), tc.msg)
+	}
+}
+
+func TestReaderLongLines(t *testing.T) {
+	tag := strings.Repeat("x", 300<<10) // several times the read buffer
+	text := `{"op":"alloc","id":1,"size":1,"tag":"` + tag + `"}` + "\n" + `{"op":"free","id":1}`
+	evs, _, err := readAll(t, text)
+	require.NoError(t, err)
+	require.Len(t, evs, 2)
+	assert.Equal(t, tag, evs[0].Tag)
+
+	huge := bytes.Repeat([]byte{'a'}, MaxLineBytes+10)
+	r, err := NewReader(bytes.NewReader(huge), "blob")
+	require.Error(t, err)
+	assert.Nil(t, r)
+	assert.Contains(t, err.Error(), "blob:1: line longer than 64 MiB")
+}
+
+type failingReader struct{ err error }
+
+func (f failingReader) Read([]byte) (int, error) { return 0, f.err }
+
+func TestReaderIOError(t *testing.T) {
+	boom := errors.New("disk on fire")
+	in := io.MultiReader(strings.NewReader(`{"op":"step"}`+"\n"), failingReader{boom})
+	r, err := NewReader(in, "t.jsonl")
+	require.NoError(t, err)
+	assert.True(t, r.Next())
+	assert.False(t, r.Next())
+	assert.ErrorIs(t, r.Err(), boom)
+	assert.Contains(t, r.Err().Error(), "reading t.jsonl")
+}
+
+func sampleEvents() []Event {
+	return []Event{
+		{Op: OpAlloc, ID: 1, Size: 4096, T: 0.5, Flags: HasT, Tag: `we"ird\tag` + "\x01é\xff"},
+		{Op: OpAlloc, ID: 2, Size: 1 << 40, Align: 4096, Stream: -3, Addr: 1<<40 + 256, Flags: HasStream | HasAddr},
+		{Op: OpMark, Name: "forward", T: 1e9, Flags: HasT},
+		{Op: OpFree, ID: 1, Stream: 7, Flags: HasStream},
+		{Op: OpStep, Name: ""},
+		{Op: OpReserve, Addr: 1 << 40, Size: 2 << 20, Flags: HasAddr},
+		{Op: OpRelease, Addr: 1 << 40, Flags: HasAddr},
+		{Op: OpFree, ID: 2},
+	}
+}
+
+func TestWriterRoundTrip(t *testing.T) {
+	for _, c := range []Compression{None, Gzip, Zstd} {
+		var buf bytes.Buffer
+		zw, err := NewCompressWriter(&buf, c)
+		require.NoError(t, err)
+		w := NewWriter(zw)
+		hdr := Header{Version: 1, Name: "rt", Source: "test", CapacityBytes: 80 << 30, TimeUnit: "ns",
+			Meta: map[string]string{"b": "2", "a": `"x"`}}
+		require.NoError(t, w.WriteHeader(hdr))
+		for _, ev := range sampleEvents() {
+			require.NoError(t, w.Write(ev))
+		}
+		require.NoError(t, w.Flush())
+		require.NoError(t, zw.Close())
+
+		r, err := NewReader(bytes.NewReader(buf.Bytes()), "rt")
+		require.NoError(t, err)
+		assert.Equal(t, hdr, r.Header())
+		var got []Event
+		for r.Next() {
+			ev := r.Event()
+			ev.Line, ev.Slot = 0, 0
+			if ev.Op == OpFree {
+				ev.Size = 0 // filled in by the Reader, not written
+			}
+			got = append(got, ev)
+		}
+		require.NoError(t, r.Err())
+		want := sampleEvents()
+		want[0].Tag = `we"ird\tag` + "\x01é\uFFFD"
+		assert.Equal(t, want, got, "compression %d", c)
+	}
+}
+
+func TestWriterFixedBytes(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	require.NoError(t, w.Write(Event{Op: OpAlloc, ID: 7, Size: 4096, T: 12.5, Flags: HasT, Tag: "x"}))
+	require.NoError(t, w.Write(Event{Op: OpFree, ID: 7, Size: 4096}))
+	require.NoError(t, w.Flush())
+	assert.Equal(t, `{"op":"alloc","id":7,"size":4096,"t":12.5,"tag":"x"}`+"\n"+`{"op":"free","id":7}`+"\n", buf.String())
+}
+
+func TestCompressionForPath(t *testing.T) {
+	assert.Equal(t, Gzip, CompressionForPath("a/b.jsonl.gz"))
+	assert.Equal(t, Zstd, CompressionForPath("b.jsonl.zst"))
+	assert.Equal(t, None, CompressionForPath("b.jsonl"))
+}
+
+// FuzzReader: no input makes the Reader panic, every error names a line, and
+// the Summary stays consistent with the events delivered.
+func FuzzReader(f *testing.F) {
+	f.Add([]byte(`{"bfcsim_trace":1}` + "\n" + `{"op":"alloc","id":1,"size":3}` + "\n" + `{"op":"free","id":1}`))
+	f.Add([]byte(`{"op":"alloc","id":1,"size":3,"t":1}` + "\n" + `{"op":"alloc","id":1,"size":3,"t":0}`))
+	f.Add([]byte{0x1f, 0x8b, 0, 0})
+	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 1, 2})
+	f.Add([]byte("\n\n\r\n{}\n[]\n\"x\"\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, opts := range [][]ReaderOption{nil, {SkipInvalid()}} {
+			r, err := NewReader(bytes.NewReader(data), "fuzz", opts...)
+			if err != nil {
+				continue
+			}
+			var allocs, frees int64
+			live := map[uint64]uint64{}
+			var liveBytes uint64
+			for r.Next() {
+				ev := r.Event()
+				switch ev.Op {
+				case OpAlloc:
+					allocs++
+					_, dup := live[ev.ID]
+					require.False(t, dup, "alloc of live id delivered")
+					live[ev.ID] = ev.Size
+					liveBytes += ev.Size
+				case OpFree:
+					frees++
+					size, ok := live[ev.ID]
+					require.True(t, ok, "free of non-live id delivered")
+					require.Equal(t, size, ev.Size)
+					delete(live, ev.ID)
+					liveBytes -= size
+				}
+			}
+			if err := r.Err(); err != nil {
+				var serr *SyntaxError
+				if errors.As(err, &serr) {
+					require.Positive(t, serr.Line)
+				}
+			}
+			s := r.Summary()
+			require.Equal(t, allocs, s.Allocs)
+			require.Equal(t, frees, s.Frees)
+			require.Equal(t, liveBytes, s.LiveBytes)
+			require.Equal(t, int64(len(live)), s.LiveAllocs)
+			r.Close()
+		}
+	})
+}
