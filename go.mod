@@ -3,9 +3,17 @@ module github.com/bfcsim/bfcsim
 go 1.26.8
 
 require (
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
+	github.com/cockroachdb/datadriven v1.0.3
+	github.com/dustin/go-humanize v1.1.0
+	github.com/google/btree v1.1.3
 	github.com/klauspost/compress v1.20.3
 	github.com/stretchr/testify v1.12.1
 	github.com/valyala/fastjson v1.6.10
+	golang.org/x/sys v0.49.0
 )
 
-require go.yaml.in/yaml/v3 v3.0.5 // indirect
+require (
+	github.com/pmezard/go-difflib v1.0.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+)

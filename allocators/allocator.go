@@ -1,0 +1,93 @@
+package allocators
+
+import "errors"
+
+// Errors callers branch on.
+var (
+	// ErrOutOfMemory: the request cannot be served within the space's capacity.
+	ErrOutOfMemory = errors.New("out of memory")
+	// ErrNotLive: a Free or Release named a block or range that is not held.
+	ErrNotLive = errors.New("not a live block")
+	// ErrBadOption: an option key or value given with --set is not valid.
+	ErrBadOption = errors.New("bad option")
+)
+
+// Block is one allocation as an allocator handed it out.
+type Block struct {
+	// Addr is the first byte the caller may use.
+	Addr uint64
+	// Size is the bytes the allocator set aside for this request, counted as
+	// in use: the request plus rounding and padding. Size >= the request.
+	Size uint64
+	// Handle is the allocator's private bookkeeping (a chunk index, a table
+	// slot); the caller passes it back to Free unchanged.
+	Handle uint64
+}
+
+// Allocator is an allocation strategy over a Space.
+//
+// An allocator is driven by one goroutine at a time; it need not be safe for
+// concurrent use.
+type Allocator interface {
+	// Allocate returns a block of at least size bytes whose Addr is a
+	// multiple of align, or of the allocator's default alignment when align
+	// is 0. size is > 0; align is 0 or a power of two. The caller may use
+	// [Addr, Addr+size) until it frees the block.
+	//
+	// On failure it returns ErrOutOfMemory (possibly wrapped). The allocator
+	// stays usable after a failure, but may have changed its pool while
+	// trying (grown, shrunk, or garbage-collected it), as real allocators do.
+	Allocate(size, align uint64) (Block, error)
+
+	// Free releases b, which must have been returned by this allocator's
+	// Allocate and not freed since. Freeing anything else returns ErrNotLive
+	// and changes nothing.
+	Free(b Block) error
+}
+
+// The optional abilities below are found by type assertion.
+
+// Stepper is an allocator that acts on the trace's step events (the end of a
+// training step or an inference run), e.g. an arena that resets.
+type Stepper interface {
+	// Step is called at every step event, between allocations.
+	Step()
+}
+
+// LargestFreeReporter is an allocator that knows the largest block it could
+// hand out from memory it already holds, without reserving more. It feeds
+// TensorFlow's fragmentation metric,
+// (free_in_pool - largest_free_block) / free_in_pool.
+type LargestFreeReporter interface {
+	LargestFreeBytes() uint64
+}
+
+// StatsReporter is an allocator with its own counters, named as in its
+// reference implementation (for bfc, TensorFlow's AllocatorStats names).
+type StatsReporter interface {
+	// Stats returns a fresh map the caller owns.
+	Stats() map[string]int64
+}
+
+// AlignmentLimiter is an allocator that, like its reference, ignores
+// requested alignments above a limit: its blocks are aligned to
+// min(align, MaxAlign()).
+type AlignmentLimiter interface {
+	MaxAlign() uint64
+}
+
+// Chunk describes one piece of an allocator's pool, for layouts and maps.
+type Chunk struct {
+	Addr, Size uint64
+	Requested  uint64 // bytes the client asked for (in-use chunks)
+	InUse      bool
+	Bin        int // the free-list bin holding a free chunk, or -1
+	Region     int // index of the region (reservation) holding the chunk
+}
+
+// ChunkWalker is an allocator that can list its pool chunk by chunk.
+type ChunkWalker interface {
+	// WalkChunks calls fn for every chunk in address order. fn must not
+	// call back into the allocator.
+	WalkChunks(fn func(Chunk))
+}

@@ -1,0 +1,60 @@
+package allocators
+
+// Naive is per-request device allocation: every Allocate is its own device
+// reservation (cudaMalloc) and every Free a device release (cudaFree). It is
+// the baseline a caching allocator exists to beat (REFERENCE §5), and the mode
+// TensorFlow users ask for (TF_GPU_ALLOCATOR=cuda_malloc) to tell
+// fragmentation OOMs from real ones: with naive, only the device's own
+// address-space fragmentation remains.
+//
+// Allocate: reserve the request rounded up to the space's granule (256 bytes
+// on the virtual device, cudaMalloc's alignment; a page on the host). A
+// request aligned beyond the granule reserves align-granule extra bytes and
+// hands out the first aligned address inside; the offset is kept in the
+// block's Handle.
+//
+// Free: release the whole reservation.
+//
+// Cost: O(log holes) per call in the virtual space, but every call pays the
+// modeled device cost, which is what the report's device time shows.
+// Nothing is cached, so the pool never holds free memory: TensorFlow's
+// fragmentation metric is always 0 for naive.
+
+// Naive implements Allocator by reserving every block from the space.
+type Naive struct {
+	space Space
+}
+
+var _ Allocator = (*Naive)(nil)
+
+// NewNaive returns a Naive allocator over sp.
+func NewNaive(sp Space) *Naive { return &Naive{space: sp} }
+
+// Allocate reserves one block for this request.
+func (a *Naive) Allocate(size, align uint64) (Block, error) {
+	g := a.space.Granule()
+	n := alignUp(size, g)
+	if align > g {
+		n += align - g
+	}
+	if n < size {
+		return Block{}, ErrOutOfMemory
+	}
+	base, err := a.space.Reserve(n)
+	if err != nil {
+		return Block{}, err
+	}
+	addr := base
+	if align > g {
+		addr = alignUp(base, align)
+	}
+	return Block{Addr: addr, Size: n, Handle: addr - base}, nil
+}
+
+// Free releases the block's reservation.
+func (a *Naive) Free(b Block) error {
+	return a.space.Release(b.Addr-b.Handle, b.Size)
+}
+
+// LargestFreeBytes is 0: naive holds no free memory.
+func (a *Naive) LargestFreeBytes() uint64 { return 0 }

@@ -1,0 +1,101 @@
+package allocators
+
+// VirtualSpace is a simulated device: the address range [1<<40, 1<<40 +
+// capacity) with nothing behind it, so that an 80 GiB GPU can be modelled on
+// a laptop.
+//
+// Strategy: reservations are placed first fit by lowest address, aligned to
+// and rounded up to 256 bytes (cudaMalloc's guaranteed alignment). Released
+// ranges return to a free set and merge with free neighbours, so a release
+// next to free space makes one larger hole, as on a real device.
+//
+// Data structure: the free ranges in an address-ordered treap that keeps each
+// subtree's largest range (internal/freetree). Reserve and Release are
+// O(log n) in the number of holes.
+//
+// Departure from a real GPU: CUDA maps physical memory in 2 MiB pages and a
+// real cudaMalloc may round small requests up to a page or serve them from a
+// driver sub-allocator; the model rounds only to 256 bytes. The calls' cost
+// comes from the documented CostModel rather than from a device.
+
+import (
+	"fmt"
+
+	"github.com/bfcsim/bfcsim/allocators/internal/freetree"
+)
+
+// VirtualBase is where a virtual space starts: 1<<40, the base TensorFlow's
+// own BFC tests use for their fake sub-allocator, so addresses can be compared.
+const VirtualBase = 1 << 40
+
+// VirtualGranule is the alignment and size unit of virtual reservations.
+const VirtualGranule = 256
+
+// VirtualSpace implements Space over simulated addresses.
+type VirtualSpace struct {
+	base, capacity uint64
+	free           freetree.Tree
+	acct           accounting
+}
+
+var _ Space = (*VirtualSpace)(nil)
+
+// NewVirtualSpace returns an empty virtual space of capacity bytes (rounded
+// down to the granule) priced by cost.
+func NewVirtualSpace(capacity uint64, cost CostModel) *VirtualSpace {
+	capacity &^= VirtualGranule - 1
+	s := &VirtualSpace{base: VirtualBase, capacity: capacity, acct: accounting{cost: cost}}
+	if capacity > 0 {
+		if err := s.free.Add(s.base, capacity); err != nil {
+			panic(err) // an empty tree accepts any range
+		}
+	}
+	return s
+}
+
+// Reserve places n bytes (rounded up to 256) at the lowest address that has room.
+func (s *VirtualSpace) Reserve(n uint64) (uint64, error) {
+	if n == 0 {
+		return 0, fmt.Errorf("reserving 0 bytes")
+	}
+	size := alignUp(n, VirtualGranule)
+	if size < n { // overflow
+		s.acct.failed()
+		return 0, ErrOutOfMemory
+	}
+	addr, ok := s.free.FirstFit(size)
+	if !ok {
+		s.acct.failed()
+		return 0, ErrOutOfMemory
+	}
+	s.acct.reserved(size)
+	return addr, nil
+}
+
+// Release frees [addr, addr+n rounded up to 256).
+func (s *VirtualSpace) Release(addr, n uint64) error {
+	size := alignUp(n, VirtualGranule)
+	if n == 0 || addr%VirtualGranule != 0 || addr < s.base || addr+size > s.base+s.capacity || addr+size < addr {
+		return fmt.Errorf("%w: release of [%#x, +%d) outside the reserved space", ErrNotLive, addr, n)
+	}
+	if err := s.free.Add(addr, size); err != nil {
+		return fmt.Errorf("%w: release of [%#x, +%d), part of which is not reserved", ErrNotLive, addr, n)
+	}
+	s.acct.released(size)
+	return nil
+}
+
+// Granule is 256 bytes.
+func (s *VirtualSpace) Granule() uint64 { return VirtualGranule }
+
+// Capacity returns the space's size in bytes.
+func (s *VirtualSpace) Capacity() uint64 { return s.capacity }
+
+// Bounds returns [1<<40, 1<<40+capacity).
+func (s *VirtualSpace) Bounds() (uint64, uint64) { return s.base, s.base + s.capacity }
+
+// Stats returns the space's counters.
+func (s *VirtualSpace) Stats() SpaceStats { return s.acct.stats }
+
+// LargestFreeBytes returns the largest range that can still be reserved.
+func (s *VirtualSpace) LargestFreeBytes() uint64 { return s.free.Largest() }
