@@ -1,0 +1,160 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/trace"
+)
+
+// DefaultCapacity is the device size used when neither the command line nor
+// the trace header gives one: 80 GiB, an A100/H100-class GPU.
+const DefaultCapacity = 80 << 30
+
+// batchEvents is how many events travel together from the producer to the
+// workers: large enough that channel operations cost nothing per event,
+// small enough that the pool of batches stays around a megabyte.
+const batchEvents = 2048
+
+// Source is a stream of valid events with Slots assigned; *trace.Reader is one.
+type Source interface {
+	Next() bool
+	Event() trace.Event
+	Err() error
+}
+
+// AllocatorSpec names an allocator and its options.
+type AllocatorSpec struct {
+	Name    string
+	Options allocators.Options
+}
+
+// Config configures a replay.
+type Config struct {
+	// Allocators to replay against, in report order.
+	Allocators []AllocatorSpec
+	// Space describes the space each allocator gets (a fresh one each).
+	Space allocators.SpaceConfig
+	// StopOnOOM stops an allocator's replay at its first failed allocation.
+	StopOnOOM bool
+	// Check runs the invariant checker on every event.
+	Check bool
+	// Events, if set, is asked once per allocator for a writer of per-event
+	// results (JSON Lines). Each writer is written by one goroutine.
+	Events func(allocator string) io.Writer
+}
+
+// Replay drives every event of src through each configured allocator and
+// returns one Result per allocator, in configuration order. It returns an
+// error for a bad configuration, an invalid trace (src.Err), a violated
+// invariant, a failing events writer, or a cancelled context; the results are
+// then nil.
+func Replay(ctx context.Context, src Source, cfg Config) ([]Result, error) {
+	if len(cfg.Allocators) == 0 {
+		return nil, errors.New("no allocators to replay")
+	}
+	spaceEff, err := cfg.Space.Validate()
+	if err != nil {
+		return nil, err
+	}
+	runners := make([]*runner, 0, len(cfg.Allocators))
+	defer func() {
+		for _, r := range runners {
+			r.close()
+		}
+	}()
+	for _, spec := range cfg.Allocators {
+		r, err := newRunner(spec, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", spec.Name, err)
+		}
+		r.spaceOptions = spaceEff
+		runners = append(runners, r)
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	type batch struct {
+		events []trace.Event
+		first  int64 // index of events[0] in the trace
+		refs   atomic.Int32
+	}
+	pool := make(chan *batch, 2*len(runners)+2)
+	for range cap(pool) {
+		pool <- &batch{events: make([]trace.Event, 0, batchEvents)}
+	}
+	chans := make([]chan *batch, len(runners))
+	var wg sync.WaitGroup
+	for i, r := range runners {
+		ch := make(chan *batch, cap(pool))
+		chans[i] = ch
+		wg.Go(func() {
+			failed := false
+			for b := range ch {
+				if !failed && ctx.Err() == nil {
+					if err := r.apply(b.events, b.first); err != nil {
+						failed = true
+						cancel(fmt.Errorf("%s: %w", r.name, err))
+					}
+				}
+				if b.refs.Add(-1) == 0 {
+					pool <- b
+				}
+			}
+			if !failed {
+				if err := r.finish(); err != nil {
+					cancel(fmt.Errorf("%s: %w", r.name, err))
+				}
+			}
+		})
+	}
+
+	// The producer runs here, on the caller's goroutine.
+	var index int64
+	more := true
+	for more && ctx.Err() == nil {
+		var b *batch
+		select {
+		case b = <-pool:
+		case <-ctx.Done():
+		}
+		if b == nil {
+			break
+		}
+		b.events, b.first = b.events[:0], index
+		for len(b.events) < batchEvents {
+			if !src.Next() {
+				more = false
+				break
+			}
+			b.events = append(b.events, src.Event())
+		}
+		index += int64(len(b.events))
+		b.refs.Store(int32(len(runners)))
+		for _, ch := range chans {
+			ch <- b
+		}
+	}
+	for _, ch := range chans {
+		close(ch)
+	}
+	wg.Wait()
+
+	if err := context.Cause(ctx); err != nil {
+		return nil, err
+	}
+	if err := src.Err(); err != nil {
+		return nil, err
+	}
+	results := make([]Result, len(runners))
+	for i, r := range runners {
+		results[i] = r.result
+	}
+	return results, nil
+}

@@ -1,0 +1,421 @@
+package sim
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/trace"
+)
+
+// Latency summarises the wall-clock time of one kind of call, in nanoseconds.
+type Latency struct {
+	Count                    int64
+	P50, P90, P99, P999, Max int64
+	Mean                     float64
+}
+
+// Result is what one allocator did with one trace. Byte counts follow SPEC §5.
+type Result struct {
+	Allocator string
+	// Options are the allocator's effective options, defaults included.
+	Options map[string]any
+	// SpaceOptions are the space's effective options.
+	SpaceOptions map[string]any
+
+	Events         int64 // events the allocator saw (fewer than the trace's if it stopped)
+	OKAllocs       int64 // allocations served, size-0 ones included
+	FailedAllocs   int64
+	ZeroSizeAllocs int64
+	// FirstOOMEvent is the 0-based index of the first failed alloc in the
+	// trace's events, and FirstOOMLine its line; both -1 if none failed.
+	FirstOOMEvent, FirstOOMLine int64
+	// Stopped is set when StopOnOOM ended the replay early.
+	Stopped bool
+
+	PeakLiveBytes            uint64
+	PeakInUseBytes           uint64
+	PeakReservedBytes        uint64
+	FinalReservedBytes       uint64
+	InternalWasteAtPeakBytes uint64
+	// TFFragmentationMax and Mean are TensorFlow's metric over every alloc
+	// and free event, (free_in_pool - largest_free) / free_in_pool, 0 when
+	// nothing in the pool is free.
+	TFFragmentationMax, TFFragmentationMean float64
+
+	Space allocators.SpaceStats
+
+	AllocLatency, FreeLatency Latency
+	// ReplaySeconds is the time the allocator's worker spent applying events
+	// (trace parsing, done once for all allocators, is not included).
+	ReplaySeconds float64
+
+	// AddrChecked and AddrMatched count allocations whose trace carried the
+	// recorded address, and those the allocator placed at the same address.
+	AddrChecked, AddrMatched int64
+
+	// AllocatorStats are the allocator's own counters (StatsReporter), or nil.
+	AllocatorStats map[string]int64
+}
+
+// Fragmentation is 1 - peak live / peak reserved (0 when nothing was reserved).
+func (r *Result) Fragmentation() float64 {
+	if r.PeakReservedBytes == 0 {
+		return 0
+	}
+	return 1 - float64(r.PeakLiveBytes)/float64(r.PeakReservedBytes)
+}
+
+// Utilization is peak live / peak reserved (1 when nothing was reserved).
+func (r *Result) Utilization() float64 {
+	if r.PeakReservedBytes == 0 {
+		return 1
+	}
+	return float64(r.PeakLiveBytes) / float64(r.PeakReservedBytes)
+}
+
+// EventsPerSecond is Events / ReplaySeconds.
+func (r *Result) EventsPerSecond() float64 {
+	if r.ReplaySeconds == 0 {
+		return 0
+	}
+	return float64(r.Events) / r.ReplaySeconds
+}
+
+// latencyMax is the largest call time the histograms track exactly; slower
+// calls (a page-faulting host reservation, say) are clamped to it.
+const latencyMax = int64(10 * time.Second)
+
+// histogram records call times.
+type histogram struct {
+	h     *hdrhistogram.Histogram
+	sum   float64
+	max   int64
+	count int64
+}
+
+func newHistogram() histogram {
+	return histogram{h: hdrhistogram.New(1, latencyMax, 3)}
+}
+
+func (h *histogram) record(d time.Duration) {
+	ns := min(max(int64(d), 1), latencyMax)
+	_ = h.h.RecordValue(ns) // ns is within the histogram's range
+	h.sum += float64(d)
+	h.max = max(h.max, int64(d))
+	h.count++
+}
+
+func (h *histogram) summary() Latency {
+	l := Latency{Count: h.count, Max: h.max}
+	if h.count == 0 {
+		return l
+	}
+	l.P50 = h.h.ValueAtQuantile(50)
+	l.P90 = h.h.ValueAtQuantile(90)
+	l.P99 = h.h.ValueAtQuantile(99)
+	l.P999 = h.h.ValueAtQuantile(99.9)
+	l.Mean = h.sum / float64(h.count)
+	return l
+}
+
+// checkEvery is how often (in events) the checker compares counters that are
+// costly to read, such as an allocator's stats map.
+const checkEvery = 4096
+
+// runner replays events against one allocator.
+type runner struct {
+	name         string
+	alloc        allocators.Allocator
+	space        allocators.Space // the real space, for stats
+	toucher      allocators.Toucher
+	largest      allocators.LargestFreeReporter
+	stepper      allocators.Stepper
+	stats        allocators.StatsReporter
+	chk          *checker
+	stopOnOOM    bool
+	spaceOptions map[string]any
+
+	blocks []allocators.Block // by Slot; Size 0 means "no block"
+
+	live, inUse         uint64
+	fragSum             float64
+	fragSamples         int64
+	allocHist, freeHist histogram
+	busy                time.Duration
+
+	out     *bufio.Writer
+	outErr  error
+	lineBuf []byte
+	closers []func()
+
+	result Result
+}
+
+func newRunner(spec AllocatorSpec, cfg Config) (*runner, error) {
+	sp, err := allocators.NewSpace(cfg.Space)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{name: spec.Name, space: sp, stopOnOOM: cfg.StopOnOOM}
+	if c, ok := sp.(interface{ Close() error }); ok {
+		r.closers = append(r.closers, func() { c.Close() })
+	}
+	var under allocators.Space = sp
+	if cfg.Check {
+		r.chk = newChecker(spec.Name, sp)
+		under = checkedSpace{Space: sp, c: r.chk}
+	}
+	a, eff, err := allocators.New(spec.Name, under, spec.Options)
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	r.alloc = a
+	if cfg.Space.Touch {
+		r.toucher, _ = sp.(allocators.Toucher)
+	}
+	r.largest, _ = a.(allocators.LargestFreeReporter)
+	r.stepper, _ = a.(allocators.Stepper)
+	r.stats, _ = a.(allocators.StatsReporter)
+	if r.chk != nil {
+		if l, ok := a.(allocators.AlignmentLimiter); ok {
+			r.chk.maxAlign = l.MaxAlign()
+		}
+		if err := r.chk.err(); err != nil { // a fixed arena reserves up front
+			r.close()
+			return nil, err
+		}
+	}
+	if cfg.Events != nil {
+		if w := cfg.Events(spec.Name); w != nil {
+			r.out = bufio.NewWriterSize(w, 64<<10)
+		}
+	}
+	r.allocHist, r.freeHist = newHistogram(), newHistogram()
+	r.result = Result{Allocator: spec.Name, Options: eff, FirstOOMEvent: -1, FirstOOMLine: -1}
+	return r, nil
+}
+
+func (r *runner) close() {
+	for _, c := range r.closers {
+		c()
+	}
+	r.closers = nil
+}
+
+// apply replays a batch of events; first is the trace index of events[0].
+func (r *runner) apply(events []trace.Event, first int64) error {
+	if r.result.Stopped {
+		return nil
+	}
+	start := time.Now()
+	defer func() { r.busy += time.Since(start) }()
+	for j := range events {
+		ev := &events[j]
+		i := first + int64(j)
+		r.result.Events++
+		switch ev.Op {
+		case trace.OpAlloc:
+			if err := r.doAlloc(ev, i); err != nil {
+				return err
+			}
+		case trace.OpFree:
+			if err := r.doFree(ev, i); err != nil {
+				return err
+			}
+		case trace.OpStep:
+			if r.stepper != nil {
+				r.stepper.Step()
+				r.observe()
+			}
+			continue
+		default:
+			continue
+		}
+		if r.chk != nil {
+			var stats map[string]int64
+			if r.stats != nil && r.result.Events%checkEvery == 0 {
+				stats = r.stats.Stats()
+			}
+			r.chk.accounting(r.inUse, r.space.Stats(), stats)
+			if err := r.chk.err(); err != nil {
+				return fmt.Errorf("event %d (line %d): %w", i, ev.Line, err)
+			}
+		}
+		if r.result.Stopped {
+			return nil
+		}
+	}
+	return r.outErr
+}
+
+func (r *runner) doAlloc(ev *trace.Event, i int64) error {
+	if int(ev.Slot) >= len(r.blocks) {
+		r.blocks = append(r.blocks, make([]allocators.Block, int(ev.Slot)+1-len(r.blocks))...)
+	}
+	if ev.Size == 0 {
+		r.blocks[ev.Slot] = allocators.Block{}
+		r.result.OKAllocs++
+		r.result.ZeroSizeAllocs++
+		r.emit(i, ev, allocators.Block{}, true)
+		return nil
+	}
+	t0 := time.Now()
+	b, err := r.alloc.Allocate(ev.Size, ev.Align)
+	if err == nil && r.toucher != nil {
+		r.toucher.Touch(b.Addr, ev.Size)
+	}
+	r.allocHist.record(time.Since(t0))
+	if err != nil {
+		if !errors.Is(err, allocators.ErrOutOfMemory) {
+			return fmt.Errorf("event %d (line %d): allocating %d bytes: %w", i, ev.Line, ev.Size, err)
+		}
+		r.blocks[ev.Slot] = allocators.Block{}
+		r.result.FailedAllocs++
+		if r.result.FirstOOMEvent < 0 {
+			r.result.FirstOOMEvent, r.result.FirstOOMLine = i, ev.Line
+		}
+		r.emit(i, ev, allocators.Block{}, false)
+		r.observe()
+		if r.stopOnOOM {
+			r.result.Stopped = true
+		}
+		return nil
+	}
+	r.blocks[ev.Slot] = b
+	r.result.OKAllocs++
+	r.live += ev.Size
+	r.inUse += b.Size
+	if ev.Flags&trace.HasAddr != 0 {
+		r.result.AddrChecked++
+		if ev.Addr == b.Addr {
+			r.result.AddrMatched++
+		}
+	}
+	if r.chk != nil {
+		r.chk.onAlloc(ev.Size, ev.Align, b)
+	}
+	r.emit(i, ev, b, true)
+	r.observe()
+	return nil
+}
+
+func (r *runner) doFree(ev *trace.Event, i int64) error {
+	b := r.blocks[ev.Slot]
+	if b.Size == 0 {
+		// A size-0 allocation, or one that failed: nothing to give back.
+		r.emit(i, ev, b, true)
+		return nil
+	}
+	r.blocks[ev.Slot] = allocators.Block{}
+	if r.chk != nil {
+		r.chk.onFree(ev.Size, b)
+	}
+	t0 := time.Now()
+	err := r.alloc.Free(b)
+	r.freeHist.record(time.Since(t0))
+	if err != nil {
+		return fmt.Errorf("event %d (line %d): freeing id %d: %w", i, ev.Line, ev.ID, err)
+	}
+	r.live -= ev.Size
+	r.inUse -= b.Size
+	r.emit(i, ev, b, true)
+	r.observe()
+	return nil
+}
+
+// observe updates the peaks and the fragmentation metric after a call into
+// the allocator.
+func (r *runner) observe() {
+	res := &r.result
+	reserved := r.space.Stats().ReservedBytes
+	res.PeakLiveBytes = max(res.PeakLiveBytes, r.live)
+	res.PeakInUseBytes = max(res.PeakInUseBytes, r.inUse)
+	if reserved > res.PeakReservedBytes {
+		res.PeakReservedBytes = reserved
+		res.InternalWasteAtPeakBytes = r.inUse - r.live
+	}
+	var frag float64
+	if reserved > r.inUse {
+		free := reserved - r.inUse
+		var largest uint64
+		if r.largest != nil {
+			largest = min(r.largest.LargestFreeBytes(), free)
+		}
+		frag = float64(free-largest) / float64(free)
+	}
+	r.fragSum += frag
+	r.fragSamples++
+	res.TFFragmentationMax = math.Max(res.TFFragmentationMax, frag)
+}
+
+// emit writes one per-event result line.
+func (r *runner) emit(i int64, ev *trace.Event, b allocators.Block, ok bool) {
+	if r.out == nil || r.outErr != nil {
+		return
+	}
+	l := append(r.lineBuf[:0], `{"i":`...)
+	l = strconv.AppendInt(l, i, 10)
+	l = append(l, `,"allocator":`...)
+	l = strconv.AppendQuote(l, r.name)
+	l = append(l, `,"op":"`...)
+	l = append(l, ev.Op.String()...)
+	l = append(l, `","id":`...)
+	l = strconv.AppendUint(l, ev.ID, 10)
+	if b.Size > 0 {
+		l = append(l, `,"addr":`...)
+		l = strconv.AppendUint(l, b.Addr, 10)
+	}
+	l = append(l, `,"size":`...)
+	l = strconv.AppendUint(l, ev.Size, 10)
+	l = append(l, `,"ok":`...)
+	l = strconv.AppendBool(l, ok)
+	if b.Size > 0 {
+		l = append(l, `,"block":`...)
+		l = strconv.AppendUint(l, b.Size, 10)
+	}
+	l = append(l, `,"line":`...)
+	l = strconv.AppendInt(l, ev.Line, 10)
+	l = append(l, "}\n"...)
+	r.lineBuf = l
+	if _, err := r.out.Write(l); err != nil {
+		r.outErr = fmt.Errorf("writing events: %w", err)
+	}
+}
+
+// finish fills in the Result once the trace is done.
+func (r *runner) finish() error {
+	res := &r.result
+	st := r.space.Stats()
+	res.Space = st
+	res.FinalReservedBytes = st.ReservedBytes
+	res.SpaceOptions = r.spaceOptions
+	if r.fragSamples > 0 {
+		res.TFFragmentationMean = r.fragSum / float64(r.fragSamples)
+	}
+	res.AllocLatency = r.allocHist.summary()
+	res.FreeLatency = r.freeHist.summary()
+	res.ReplaySeconds = r.busy.Seconds()
+	if r.stats != nil {
+		res.AllocatorStats = r.stats.Stats()
+	}
+	if r.chk != nil {
+		r.chk.accounting(r.inUse, st, res.AllocatorStats)
+		if err := r.chk.err(); err != nil {
+			return fmt.Errorf("at the end of the trace: %w", err)
+		}
+	}
+	if r.out != nil && r.outErr == nil {
+		if err := r.out.Flush(); err != nil {
+			r.outErr = fmt.Errorf("writing events: %w", err)
+		}
+	}
+	return r.outErr
+}
