@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -85,7 +86,7 @@ func AppendEvent(dst []byte, ev Event) []byte {
 		b = strconv.AppendUint(append(b, `,"addr":`...), ev.Addr, 10)
 	}
 	if ev.Flags&HasT != 0 {
-		b = strconv.AppendFloat(append(b, `,"t":`...), ev.T, 'g', -1, 64)
+		b = appendFloat(append(b, `,"t":`...), ev.T)
 	}
 	if ev.Flags&HasStream != 0 && (ev.Op == OpAlloc || ev.Op == OpFree) {
 		b = strconv.AppendInt(append(b, `,"stream":`...), ev.Stream, 10)
@@ -126,6 +127,15 @@ func (w *Writer) Flush() error {
 		w.err = fmt.Errorf("writing trace: %w", err)
 	}
 	return w.err
+}
+
+// appendFloat writes x in plain decimal notation (5000000, not 5e+06) while
+// that stays short, and in exponent form for very large or tiny values.
+func appendFloat(b []byte, x float64) []byte {
+	if a := math.Abs(x); a == 0 || (a >= 1e-6 && a < 1e21) {
+		return strconv.AppendFloat(b, x, 'f', -1, 64)
+	}
+	return strconv.AppendFloat(b, x, 'g', -1, 64)
 }
 
 const hexDigits = "0123456789abcdef"
