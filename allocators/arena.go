@@ -88,8 +88,8 @@ type Arena struct {
 	bumped uint64       // bytes bumped since the last reset, in all chunks
 	live   int64
 
-	resets, pinnedResets int64
-	highWater            uint64
+	numAllocs, resets, pinnedResets int64
+	highWater                       uint64
 }
 
 var (
@@ -145,6 +145,7 @@ func (a *Arena) bump(c arenaChunk, start, n uint64) Block {
 	a.off = end
 	a.highWater = max(a.highWater, a.bumped)
 	a.live++
+	a.numAllocs++
 	return Block{Addr: start, Size: n}
 }
 
@@ -237,6 +238,7 @@ func (a *Arena) Stats() map[string]int64 {
 		held += c.size
 	}
 	return map[string]int64{
+		"num_allocs":       a.numAllocs,
 		"high_water_bytes": int64(a.highWater),
 		"resets":           a.resets,
 		"pinned_resets":    a.pinnedResets,
