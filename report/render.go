@@ -1,0 +1,245 @@
+package report
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// Formats are the names Render accepts.
+var Formats = []string{"table", "json", "markdown", "csv"}
+
+// Render writes rep to w in the named format.
+func Render(w io.Writer, rep Report, format string) error {
+	switch format {
+	case "table":
+		return WriteTable(w, rep)
+	case "json":
+		return WriteJSON(w, rep)
+	case "markdown":
+		return WriteMarkdown(w, rep)
+	case "csv":
+		return WriteCSV(w, rep)
+	}
+	return fmt.Errorf("unknown format %q (want one of %s)", format, strings.Join(Formats, ", "))
+}
+
+// WriteJSON writes report.json: the SPEC §7 keys, indented.
+func WriteJSON(w io.Writer, rep Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// column is one column of the table and Markdown renderings.
+type column struct {
+	head  string
+	value func(*Result) string
+}
+
+var columns = []column{
+	{"ALLOCATOR", func(r *Result) string { return r.Allocator }},
+	{"PEAK RESERVED", func(r *Result) string { return Bytes(r.PeakReservedBytes) }},
+	{"PEAK IN USE", func(r *Result) string { return Bytes(r.PeakInUseBytes) }},
+	{"FRAG", func(r *Result) string { return Percent(r.Fragmentation) }},
+	{"WASTE@PEAK", func(r *Result) string { return Bytes(r.InternalWasteAtPeakBytes) }},
+	{"TF FRAG MAX", func(r *Result) string { return Percent(r.TFFragmentation.Max) }},
+	{"FAILED", func(r *Result) string { return strconv.FormatInt(r.FailedAllocs, 10) }},
+	{"DEVICE CALLS", func(r *Result) string {
+		return strconv.FormatInt(r.DeviceReserveCalls+r.DeviceReleaseCalls, 10)
+	}},
+	{"DEVICE TIME", func(r *Result) string { return Seconds(r.ModeledDeviceSeconds) }},
+	{"ALLOC P50", func(r *Result) string { return Nanos(float64(r.LatencyNs.Alloc.P50)) }},
+	{"ALLOC P99", func(r *Result) string { return Nanos(float64(r.LatencyNs.Alloc.P99)) }},
+	{"EVENTS/S", func(r *Result) string { return Rate(r.EventsPerSecond) }},
+}
+
+// traceLine is the one-line description of a trace above its table.
+func traceLine(tr *Trace) string {
+	s := fmt.Sprintf("%s: %s events (%s allocs, %s frees, %s steps), peak live %s, %s on a %s %s device",
+		tr.Name, Count(tr.Events), Count(tr.Allocs), Count(tr.Frees), Count(tr.Steps),
+		Bytes(tr.PeakLiveBytes), Bytes(tr.TotalAllocBytes)+" allocated in total",
+		Bytes(tr.CapacityBytes), tr.Space)
+	if tr.SkippedEvents > 0 {
+		s += fmt.Sprintf("; %d invalid events skipped", tr.SkippedEvents)
+	}
+	return s
+}
+
+// oomNotes lists the allocators that failed allocations.
+func oomNotes(tr *Trace) []string {
+	var notes []string
+	for i := range tr.Results {
+		r := &tr.Results[i]
+		if r.FirstOOMEvent == nil {
+			continue
+		}
+		n := fmt.Sprintf("%s: %d allocations failed, the first at event %d (line %d)",
+			r.Allocator, r.FailedAllocs, *r.FirstOOMEvent, *r.FirstOOMLine)
+		if r.Stopped {
+			n += "; replay stopped there (--stop-on-oom)"
+		}
+		notes = append(notes, n)
+	}
+	return notes
+}
+
+// WriteTable writes an aligned terminal table per trace, one row per allocator.
+func WriteTable(w io.Writer, rep Report) error {
+	for i := range rep.Traces {
+		tr := &rep.Traces[i]
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintln(w, traceLine(tr))
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		heads := make([]string, len(columns))
+		for c, col := range columns {
+			heads[c] = col.head
+		}
+		fmt.Fprintln(tw, strings.Join(heads, "\t"))
+		for j := range tr.Results {
+			cells := make([]string, len(columns))
+			for c, col := range columns {
+				cells[c] = col.value(&tr.Results[j])
+			}
+			fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		for _, n := range oomNotes(tr) {
+			fmt.Fprintln(w, "  "+n)
+		}
+	}
+	return nil
+}
+
+// WriteMarkdown writes the report for a CI summary or a README.
+func WriteMarkdown(w io.Writer, rep Report) error {
+	b := &strings.Builder{}
+	b.WriteString("# bfcsim report\n")
+	for i := range rep.Traces {
+		tr := &rep.Traces[i]
+		fmt.Fprintf(b, "\n## %s\n\n", mdEscape(tr.Name))
+		fmt.Fprintf(b, "`%s`: %s.\n\n", tr.Path, mdEscape(traceLine(tr)))
+		b.WriteString("|")
+		for _, col := range columns {
+			fmt.Fprintf(b, " %s |", strings.ToLower(col.head[:1])+strings.ToLower(col.head[1:]))
+		}
+		b.WriteString("\n|")
+		for c := range columns {
+			if c == 0 {
+				b.WriteString("---|")
+			} else {
+				b.WriteString("--:|")
+			}
+		}
+		b.WriteString("\n")
+		for j := range tr.Results {
+			b.WriteString("|")
+			for _, col := range columns {
+				fmt.Fprintf(b, " %s |", mdEscape(col.value(&tr.Results[j])))
+			}
+			b.WriteString("\n")
+		}
+		if notes := oomNotes(tr); len(notes) > 0 {
+			b.WriteString("\n")
+			for _, n := range notes {
+				fmt.Fprintf(b, "- %s\n", mdEscape(n))
+			}
+		}
+		for _, e := range tr.SkippedErrors {
+			fmt.Fprintf(b, "- skipped: %s\n", mdEscape(e))
+		}
+		b.WriteString("\n### Allocators\n\n")
+		for j := range tr.Results {
+			r := &tr.Results[j]
+			fmt.Fprintf(b, "- **%s**: options %s; stats %s\n", r.Allocator,
+				mdEscape(formatMap(r.Options)), mdEscape(formatStats(r.AllocatorStats)))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func mdEscape(s string) string {
+	return strings.NewReplacer("|", `\|`, "*", `\*`, "_", `\_`, "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+func formatMap(m map[string]any) string {
+	if len(m) == 0 {
+		return "(none)"
+	}
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%v", k, m[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+func formatStats(m map[string]int64) string {
+	if len(m) == 0 {
+		return "(none)"
+	}
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// csvHeader names the CSV columns: one row per trace and allocator, raw numbers.
+var csvHeader = []string{
+	"trace", "path", "allocator", "events", "ok_allocs", "failed_allocs", "first_oom_event",
+	"peak_live_bytes", "peak_in_use_bytes", "peak_reserved_bytes", "final_reserved_bytes",
+	"fragmentation", "utilization", "internal_waste_at_peak_bytes",
+	"tf_fragmentation_max", "tf_fragmentation_mean",
+	"device_reserve_calls", "device_release_calls", "modeled_device_seconds",
+	"alloc_p50_ns", "alloc_p90_ns", "alloc_p99_ns", "alloc_p999_ns", "alloc_max_ns", "alloc_mean_ns",
+	"free_p50_ns", "free_p90_ns", "free_p99_ns", "free_p999_ns", "free_max_ns", "free_mean_ns",
+	"replay_seconds", "events_per_second",
+}
+
+// WriteCSV writes one row per trace and allocator.
+func WriteCSV(w io.Writer, rep Report) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(csvHeader); err != nil {
+		return err
+	}
+	u := func(n uint64) string { return strconv.FormatUint(n, 10) }
+	i := func(n int64) string { return strconv.FormatInt(n, 10) }
+	f := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+	for t := range rep.Traces {
+		tr := &rep.Traces[t]
+		for j := range tr.Results {
+			r := &tr.Results[j]
+			oom := ""
+			if r.FirstOOMEvent != nil {
+				oom = i(*r.FirstOOMEvent)
+			}
+			a, fr := r.LatencyNs.Alloc, r.LatencyNs.Free
+			row := []string{
+				tr.Name, tr.Path, r.Allocator, i(r.Events), i(r.OKAllocs), i(r.FailedAllocs), oom,
+				u(r.PeakLiveBytes), u(r.PeakInUseBytes), u(r.PeakReservedBytes), u(r.FinalReservedBytes),
+				f(r.Fragmentation), f(r.Utilization), u(r.InternalWasteAtPeakBytes),
+				f(r.TFFragmentation.Max), f(r.TFFragmentation.Mean),
+				i(r.DeviceReserveCalls), i(r.DeviceReleaseCalls), f(r.ModeledDeviceSeconds),
+				i(a.P50), i(a.P90), i(a.P99), i(a.P999), i(a.Max), f(a.Mean),
+				i(fr.P50), i(fr.P90), i(fr.P99), i(fr.P999), i(fr.Max), f(fr.Mean),
+				f(r.ReplaySeconds), f(r.EventsPerSecond),
+			}
+			if err := cw.Write(row); err != nil {
+				return err
+			}
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}

@@ -1,0 +1,190 @@
+package report
+
+import (
+	"github.com/bfcsim/bfcsim/sim"
+	"github.com/bfcsim/bfcsim/trace"
+)
+
+// Version is the value of the report's "bfcsim_report" key.
+const Version = 1
+
+// Report is everything bfcsim learned from one run.
+type Report struct {
+	Version int     `json:"bfcsim_report"`
+	Traces  []Trace `json:"traces"`
+}
+
+// Trace is one replayed trace and the results of each allocator on it.
+type Trace struct {
+	Name            string   `json:"name"`
+	Path            string   `json:"path"`
+	Events          int64    `json:"events"`
+	Allocs          int64    `json:"allocs"`
+	Frees           int64    `json:"frees"`
+	Steps           int64    `json:"steps"`
+	PeakLiveBytes   uint64   `json:"peak_live_bytes"`
+	TotalAllocBytes uint64   `json:"total_alloc_bytes"`
+	CapacityBytes   uint64   `json:"capacity_bytes"`
+	Space           string   `json:"space"`
+	SkippedEvents   int64    `json:"skipped_events"`
+	SkippedErrors   []string `json:"skipped_errors,omitempty"`
+	Results         []Result `json:"results"`
+}
+
+// Result is one allocator's metrics on one trace; SPEC §5 defines them.
+type Result struct {
+	Allocator                string           `json:"allocator"`
+	Options                  map[string]any   `json:"options"`
+	OKAllocs                 int64            `json:"ok_allocs"`
+	FailedAllocs             int64            `json:"failed_allocs"`
+	FirstOOMEvent            *int64           `json:"first_oom_event"`
+	FirstOOMLine             *int64           `json:"first_oom_line,omitempty"`
+	Stopped                  bool             `json:"stopped_at_oom,omitempty"`
+	PeakReservedBytes        uint64           `json:"peak_reserved_bytes"`
+	PeakInUseBytes           uint64           `json:"peak_in_use_bytes"`
+	PeakLiveBytes            uint64           `json:"peak_live_bytes"`
+	FinalReservedBytes       uint64           `json:"final_reserved_bytes"`
+	Fragmentation            float64          `json:"fragmentation"`
+	Utilization              float64          `json:"utilization"`
+	InternalWasteAtPeakBytes uint64           `json:"internal_waste_at_peak_bytes"`
+	TFFragmentation          MaxMean          `json:"tf_fragmentation"`
+	DeviceReserveCalls       int64            `json:"device_reserve_calls"`
+	DeviceReleaseCalls       int64            `json:"device_release_calls"`
+	FailedDeviceReserves     int64            `json:"failed_device_reserves"`
+	ModeledDeviceSeconds     float64          `json:"modeled_device_seconds"`
+	LatencyNs                Latencies        `json:"latency_ns"`
+	ReplaySeconds            float64          `json:"replay_seconds"`
+	EventsPerSecond          float64          `json:"events_per_second"`
+	Events                   int64            `json:"events"`
+	RecordedAddressMatch     *AddressMatch    `json:"recorded_address_match,omitempty"`
+	AllocatorStats           map[string]int64 `json:"allocator_stats"`
+	SpaceOptions             map[string]any   `json:"space_options"`
+}
+
+// MaxMean is a metric's maximum and mean over the replay.
+type MaxMean struct {
+	Max  float64 `json:"max"`
+	Mean float64 `json:"mean"`
+}
+
+// Latencies are the per-call latency summaries.
+type Latencies struct {
+	Alloc Latency `json:"alloc"`
+	Free  Latency `json:"free"`
+}
+
+// Latency is one call's latency distribution, in nanoseconds.
+type Latency struct {
+	P50  int64   `json:"p50"`
+	P90  int64   `json:"p90"`
+	P99  int64   `json:"p99"`
+	P999 int64   `json:"p999"`
+	Max  int64   `json:"max"`
+	Mean float64 `json:"mean"`
+}
+
+// AddressMatch counts allocations whose recorded address the allocator reproduced.
+type AddressMatch struct {
+	Checked int64 `json:"checked"`
+	Matched int64 `json:"matched"`
+}
+
+// TraceRun is what Build needs to know about one replayed trace.
+type TraceRun struct {
+	Name, Path    string
+	Header        trace.Header
+	Summary       trace.Summary
+	CapacityBytes uint64
+	Space         string
+	Skipped       []*trace.SyntaxError
+	Results       []sim.Result
+}
+
+// Build makes the report model from the runs, in order.
+func Build(runs []TraceRun) Report {
+	rep := Report{Version: Version, Traces: make([]Trace, 0, len(runs))}
+	for _, run := range runs {
+		s := run.Summary
+		tr := Trace{
+			Name: run.Name, Path: run.Path,
+			Events: s.Events, Allocs: s.Allocs, Frees: s.Frees, Steps: s.Steps,
+			PeakLiveBytes: s.PeakLiveBytes, TotalAllocBytes: s.TotalAllocBytes,
+			CapacityBytes: run.CapacityBytes, Space: run.Space,
+			SkippedEvents: s.Skipped,
+			Results:       make([]Result, 0, len(run.Results)),
+		}
+		for _, e := range run.Skipped {
+			tr.SkippedErrors = append(tr.SkippedErrors, e.Error())
+		}
+		for i := range run.Results {
+			tr.Results = append(tr.Results, buildResult(&run.Results[i]))
+		}
+		rep.Traces = append(rep.Traces, tr)
+	}
+	return rep
+}
+
+func buildResult(r *sim.Result) Result {
+	out := Result{
+		Allocator:                r.Allocator,
+		Options:                  r.Options,
+		OKAllocs:                 r.OKAllocs,
+		FailedAllocs:             r.FailedAllocs,
+		Stopped:                  r.Stopped,
+		PeakReservedBytes:        r.PeakReservedBytes,
+		PeakInUseBytes:           r.PeakInUseBytes,
+		PeakLiveBytes:            r.PeakLiveBytes,
+		FinalReservedBytes:       r.FinalReservedBytes,
+		Fragmentation:            r.Fragmentation(),
+		Utilization:              r.Utilization(),
+		InternalWasteAtPeakBytes: r.InternalWasteAtPeakBytes,
+		TFFragmentation:          MaxMean{Max: r.TFFragmentationMax, Mean: r.TFFragmentationMean},
+		DeviceReserveCalls:       r.Space.ReserveCalls,
+		DeviceReleaseCalls:       r.Space.ReleaseCalls,
+		FailedDeviceReserves:     r.Space.FailedReserves,
+		ModeledDeviceSeconds:     r.Space.ModeledTime.Seconds(),
+		LatencyNs:                Latencies{Alloc: latency(r.AllocLatency), Free: latency(r.FreeLatency)},
+		ReplaySeconds:            r.ReplaySeconds,
+		EventsPerSecond:          r.EventsPerSecond(),
+		Events:                   r.Events,
+		AllocatorStats:           r.AllocatorStats,
+		SpaceOptions:             r.SpaceOptions,
+	}
+	if out.Options == nil {
+		out.Options = map[string]any{}
+	}
+	if out.AllocatorStats == nil {
+		out.AllocatorStats = map[string]int64{}
+	}
+	if r.FirstOOMEvent >= 0 {
+		ev, line := r.FirstOOMEvent, r.FirstOOMLine
+		out.FirstOOMEvent, out.FirstOOMLine = &ev, &line
+	}
+	if r.AddrChecked > 0 {
+		out.RecordedAddressMatch = &AddressMatch{Checked: r.AddrChecked, Matched: r.AddrMatched}
+	}
+	return out
+}
+
+func latency(l sim.Latency) Latency {
+	return Latency{P50: l.P50, P90: l.P90, P99: l.P99, P999: l.P999, Max: l.Max, Mean: l.Mean}
+}
+
+// WithoutTimings returns a copy of rep whose wall-clock measurements (latency,
+// replay time, events per second) are zero: the part of a report that is
+// identical from run to run.
+func WithoutTimings(rep Report) Report {
+	out := rep
+	out.Traces = make([]Trace, len(rep.Traces))
+	for i, tr := range rep.Traces {
+		tr.Results = append([]Result(nil), tr.Results...)
+		for j := range tr.Results {
+			r := &tr.Results[j]
+			r.LatencyNs = Latencies{}
+			r.ReplaySeconds = 0
+			r.EventsPerSecond = 0
+		}
+		out.Traces[i] = tr
+	}
+	return out
+}
