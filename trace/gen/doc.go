@@ -31,6 +31,9 @@
 //   - random (Random) is the memoryless classic: log-uniform sizes, the live
 //     count held around a target, uniformly random frees. It streams any
 //     number of events in constant memory, for throughput and latency runs.
+//   - ramp (Ramp) allocates a range of sizes in order and frees them: the
+//     shape of TensorFlow's allocator conformance tests (NoDups by default),
+//     so their numbers can be checked end to end.
 //   - fragmenter (Fragmenter) is the adversary: Robson's construction of
 //     doubling block sizes with thinning pins keeps live bytes low while
 //     forcing any allocator that does not move blocks, best fit with

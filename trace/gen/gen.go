@@ -36,6 +36,7 @@ var workloads = []struct {
 }{
 	{"cnn-infer", func() Generator { c := DefaultCNNInfer(); return &c }},
 	{"fragmenter", func() Generator { c := DefaultFragmenter(); return &c }},
+	{"ramp", func() Generator { c := DefaultRamp(); return &c }},
 	{"random", func() Generator { c := DefaultRandom(); return &c }},
 	{"transformer-infer", func() Generator { c := DefaultTransformerInfer(); return &c }},
 	{"transformer-train", func() Generator { c := DefaultTransformerTrain(); return &c }},

@@ -65,18 +65,24 @@ func replay(t testing.TB, data []byte, visit func(ev trace.Event, sum trace.Summ
 	return r.Header(), r.Summary()
 }
 
-// newWithSeed returns the default config of name with its Seed set.
+// newWithSeed returns the default config of name with its Seed set, if it
+// has one.
 func newWithSeed(t testing.TB, name string, seed uint64) gen.Generator {
 	t.Helper()
 	g, err := gen.New(name)
 	require.NoError(t, err)
-	reflect.ValueOf(g).Elem().FieldByName("Seed").SetUint(seed)
+	if f := reflect.ValueOf(g).Elem().FieldByName("Seed"); f.IsValid() {
+		f.SetUint(seed)
+	}
 	return g
 }
 
+// seeded reports whether a workload makes random choices.
+func seeded(name string) bool { return name != "ramp" }
+
 func TestNames(t *testing.T) {
 	names := gen.Names()
-	assert.Equal(t, []string{"cnn-infer", "fragmenter", "random", "transformer-infer", "transformer-train"}, names)
+	assert.Equal(t, []string{"cnn-infer", "fragmenter", "ramp", "random", "transformer-infer", "transformer-train"}, names)
 	assert.True(t, slices.IsSorted(names))
 }
 
@@ -106,8 +112,8 @@ func TestConfigFields(t *testing.T) {
 		g, _ := gen.New(name)
 		typ := reflect.TypeOf(g).Elem()
 		require.Equal(t, reflect.Struct, typ.Kind())
-		_, ok := typ.FieldByName("Seed")
-		assert.True(t, ok, "%s has a Seed", name)
+		_, seeded := typ.FieldByName("Seed")
+		assert.Equal(t, name != "ramp", seeded, "%s: every workload with random choices has a Seed", name)
 		meta := g.Header().Meta
 		assert.Len(t, meta, typ.NumField()+1, "%s: one Meta key per field, plus workload", name)
 		for i := range typ.NumField() {
@@ -118,7 +124,9 @@ func TestConfigFields(t *testing.T) {
 		for k, v := range meta {
 			assert.True(t, json.Valid([]byte(v)), "%s: Meta[%s] = %q", name, k, v)
 		}
-		assert.Equal(t, "1", meta["seed"], name)
+		if seeded {
+			assert.Equal(t, "1", meta["seed"], name)
+		}
 	}
 	meta := gen.DefaultTransformerTrain().Header().Meta
 	assert.Equal(t, "512", meta["seq_len"])
@@ -147,14 +155,16 @@ func TestRoundTrip(t *testing.T) {
 				assert.Equal(t, "gen", h.Source)
 				assert.Equal(t, "us", h.TimeUnit)
 				assert.Equal(t, g.Header().Name, h.Name)
-				assert.Equal(t, strconv.FormatUint(seed, 10), h.Meta["seed"])
+				if seeded(name) {
+					assert.Equal(t, strconv.FormatUint(seed, 10), h.Meta["seed"])
+				}
 
 				assert.Equal(t, counts.total(), sum.Events)
 				assert.Equal(t, counts[trace.OpAlloc], sum.Allocs)
 				assert.Equal(t, counts[trace.OpFree], sum.Frees)
 				assert.Equal(t, counts[trace.OpStep], sum.Steps)
 				assert.Zero(t, sum.Marks+sum.Reserves+sum.Releases+sum.Skipped)
-				if name != "random" { // random emits steps only when asked
+				if name != "random" && name != "ramp" { // random emits steps only when asked
 					assert.Positive(t, sum.Steps)
 				}
 				assert.Positive(t, sum.Frees)
@@ -181,7 +191,9 @@ func TestDeterminism(t *testing.T) {
 		b, _ := generate(t, newWithSeed(t, name, 7))
 		c, _ := generate(t, newWithSeed(t, name, 8))
 		assert.Equal(t, a, b, "%s: the same seed gives the same bytes", name)
-		assert.NotEqual(t, a, c, "%s: another seed gives another trace", name)
+		if seeded(name) {
+			assert.NotEqual(t, a, c, "%s: another seed gives another trace", name)
+		}
 	}
 }
 
@@ -713,4 +725,28 @@ func BenchmarkRandom(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(int64(b.N)*c.Events), "ns/event")
+}
+
+// The default ramp is TensorFlow's NoDups test: 1023 allocations of 1..1023
+// bytes, then their frees in the same order.
+func TestRampIsNoDups(t *testing.T) {
+	data, counts := generate(t, gen.DefaultRamp())
+	assert.Equal(t, int64(1023), counts[trace.OpAlloc])
+	assert.Equal(t, int64(1023), counts[trace.OpFree])
+	var sizes []uint64
+	_, sum := replay(t, data, func(ev trace.Event, _ trace.Summary) {
+		if ev.Op == trace.OpAlloc {
+			sizes = append(sizes, ev.Size)
+		}
+	})
+	assert.Equal(t, uint64(1023*1024/2), sum.PeakLiveBytes)
+	assert.Equal(t, uint64(1), sizes[0])
+	assert.Equal(t, uint64(1023), sizes[1022])
+	assert.Zero(t, sum.LiveAllocs)
+
+	r := gen.Ramp{From: 4096, To: 10000, Step: 4096}
+	_, counts = generate(t, r)
+	assert.Equal(t, int64(2), counts[trace.OpAlloc], "4096 and 8192; 12288 is past To")
+	assert.Zero(t, counts[trace.OpFree])
+	assert.ErrorContains(t, gen.Ramp{From: 5, To: 4, Step: 1}.Validate(), "ramp: to must be at least 5")
 }
