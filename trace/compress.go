@@ -67,6 +67,27 @@ func decompress(r io.Reader) (io.Reader, func(), error) {
 	return br, func() {}, nil
 }
 
+// NewDecompressReader returns a reader of r's content, decompressed if it
+// starts with the gzip or zstd magic bytes. Close releases the decompressor;
+// it does not close r.
+func NewDecompressReader(r io.Reader) (io.ReadCloser, error) {
+	dec, closeFn, err := decompress(r)
+	if err != nil {
+		return nil, err
+	}
+	return readCloser{dec, closeFn}, nil
+}
+
+type readCloser struct {
+	io.Reader
+	close func()
+}
+
+func (r readCloser) Close() error {
+	r.close()
+	return nil
+}
+
 // NewCompressWriter returns a writer that compresses into w. Closing it
 // flushes the compressor; it does not close w. None returns a writer that
 // passes bytes through.
