@@ -1,0 +1,79 @@
+// Command bfcsim replays memory allocation traces against allocator designs
+// and reports fragmentation, peak usage and latency.
+//
+// The command is thin: it parses flags, opens files, calls the trace,
+// allocators, sim and report packages, and maps errors to exit codes:
+// 0 success, 1 a comparison or regression check failed, 2 bad usage or bad
+// input. Every error is printed once, as one line: "bfcsim: <what went wrong>".
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/term"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	e := &env{
+		stdin:    os.Stdin,
+		stdout:   os.Stdout,
+		stderr:   os.Stderr,
+		progress: term.IsTerminal(int(os.Stderr.Fd())) && os.Getenv("CI") == "",
+	}
+	code := run(ctx, e, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// env is what a command may touch of the process: its standard streams and
+// whether a progress bar may be drawn on stderr (a terminal, outside CI).
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	progress       bool
+}
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitFailed   = 1 // a comparison or regression check failed
+	exitBadInput = 2 // bad usage or bad input
+)
+
+// exitError carries an exit code other than exitBadInput.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// run executes one command line and returns the exit code.
+func run(ctx context.Context, e *env, args []string) int {
+	root := newRootCmd(e)
+	root.SetArgs(args)
+	root.SetIn(e.stdin)
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	if errors.Is(err, context.Canceled) {
+		err = errors.New("interrupted")
+	}
+	fmt.Fprintf(e.stderr, "bfcsim: %v\n", err)
+	var xe *exitError
+	if errors.As(err, &xe) {
+		return xe.code
+	}
+	return exitBadInput
+}

@@ -1,0 +1,347 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bfcsim/bfcsim/trace"
+)
+
+// cli runs one command line with a fresh root command and returns the exit
+// code, standard output and standard error.
+func cli(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	e := &env{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errOut}
+	code := run(context.Background(), e, args)
+	return code, out.String(), errOut.String()
+}
+
+const bundled = "../../traces/"
+
+func TestReplayTable(t *testing.T) {
+	code, out, stderr := cli(t, "", "replay", bundled+"transformer-train.jsonl")
+	require.Equal(t, 0, code, stderr)
+	assert.Empty(t, stderr, "no progress bar outside a terminal")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.GreaterOrEqual(t, len(lines), 6)
+	assert.True(t, strings.HasPrefix(lines[0], "transformer-train: 7,544 events"), lines[0])
+	assert.Regexp(t, `^ALLOCATOR\s+PEAK RESERVED\s+PEAK IN USE\s+FRAG`, lines[1])
+	for i, name := range []string{"bfc", "arena", "aligned", "naive"} {
+		assert.Regexp(t, "^"+name+`\s+\d+\.\d\d [KMGT]iB\s`, lines[2+i])
+	}
+}
+
+// specKeys are the result keys of SPEC §7.
+var specKeys = []string{
+	"allocator", "options", "ok_allocs", "failed_allocs", "first_oom_event",
+	"peak_reserved_bytes", "peak_in_use_bytes", "peak_live_bytes", "final_reserved_bytes",
+	"fragmentation", "utilization", "internal_waste_at_peak_bytes", "tf_fragmentation",
+	"device_reserve_calls", "device_release_calls", "modeled_device_seconds", "latency_ns",
+	"replay_seconds", "events_per_second", "allocator_stats",
+}
+
+func replayJSON(t *testing.T, args ...string) map[string]any {
+	t.Helper()
+	code, out, stderr := cli(t, "", append([]string{"replay", "-f", "json"}, args...)...)
+	require.Equal(t, 0, code, stderr)
+	var rep map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	return rep
+}
+
+func TestReplayJSONKeysAndConsistency(t *testing.T) {
+	rep := replayJSON(t, bundled+"transformer-train.jsonl", bundled+"cnn-infer.jsonl")
+	assert.Equal(t, 1.0, rep["bfcsim_report"])
+	traces := rep["traces"].([]any)
+	require.Len(t, traces, 2)
+	for _, tr := range traces {
+		tr := tr.(map[string]any)
+		for _, k := range []string{"name", "path", "events", "allocs", "frees", "peak_live_bytes", "total_alloc_bytes", "results"} {
+			assert.Contains(t, tr, k)
+		}
+		results := tr["results"].([]any)
+		require.Len(t, results, 4)
+		for _, r := range results {
+			r := r.(map[string]any)
+			name := r["allocator"].(string)
+			for _, k := range specKeys {
+				assert.Contains(t, r, k, "%s lacks %s", name, k)
+			}
+			assert.NotContains(t, r, "recorded_address_match", "the traces carry no addr")
+			num := func(k string) float64 { return r[k].(float64) }
+			live, reserved := num("peak_live_bytes"), num("peak_reserved_bytes")
+			assert.InDelta(t, 1-live/reserved, num("fragmentation"), 1e-9, name)
+			assert.InDelta(t, live/reserved, num("utilization"), 1e-9, name)
+			assert.InDelta(t, 1, num("fragmentation")+num("utilization"), 1e-9, name)
+			assert.Equal(t, tr["peak_live_bytes"], r["peak_live_bytes"], "%s: nothing failed, so live peaks agree", name)
+			assert.GreaterOrEqual(t, num("peak_in_use_bytes"), live, name)
+			assert.GreaterOrEqual(t, reserved, num("peak_in_use_bytes"), name)
+			assert.Equal(t, tr["allocs"], num("ok_allocs")+num("failed_allocs"), name)
+			assert.Nil(t, r["first_oom_event"], name)
+			assert.InDelta(t, num("events")/num("replay_seconds"), num("events_per_second"), 1e-6*num("events_per_second"), name)
+			for _, op := range []string{"alloc", "free"} {
+				l := r["latency_ns"].(map[string]any)[op].(map[string]any)
+				for _, k := range []string{"p50", "p90", "p99", "p999", "max", "mean"} {
+					assert.Contains(t, l, k)
+				}
+				assert.LessOrEqual(t, l["p50"], l["p90"])
+				assert.LessOrEqual(t, l["p90"], l["p99"])
+				assert.LessOrEqual(t, l["p99"], l["p999"])
+				// HDR percentiles are bucket upper bounds, within 0.1% of the exact max.
+				assert.LessOrEqual(t, l["p999"].(float64), l["max"].(float64)*1.001+1)
+			}
+			tf := r["tf_fragmentation"].(map[string]any)
+			assert.LessOrEqual(t, tf["mean"], tf["max"])
+		}
+	}
+}
+
+// The acceptance numbers of TensorFlow's NoDups test, through the CLI.
+func TestReplayNoDups(t *testing.T) {
+	rep := replayJSON(t, bundled+"nodups.jsonl", "-a", "bfc", "--capacity", "1GiB", "--set", "bfc.allow_growth=false")
+	r := rep["traces"].([]any)[0].(map[string]any)["results"].([]any)[0].(map[string]any)
+	st := r["allocator_stats"].(map[string]any)
+	assert.Equal(t, 1023.0, st["num_allocs"])
+	assert.Equal(t, 654336.0, st["peak_bytes_in_use"])
+	assert.Equal(t, 1024.0, st["largest_alloc_size"])
+	assert.Equal(t, 1.0, st["regions"])
+	for _, k := range []string{"bytes_in_use", "bytes_limit", "pool_bytes", "peak_pool_bytes", "largest_free_block_bytes"} {
+		assert.Contains(t, st, k)
+	}
+	assert.Equal(t, false, r["options"].(map[string]any)["allow_growth"])
+}
+
+func writeTrace(t *testing.T, lines ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "bad.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644))
+	return path
+}
+
+func TestReplayInvalidTrace(t *testing.T) {
+	path := writeTrace(t,
+		`{"op":"alloc","id":1,"size":4096}`,
+		`{"op":"alloc","id":2,"size":100}`,
+		`{"op":"free","id":77}`,
+		`{"op":"free","id":1}`,
+	)
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := cli(t, "", "replay", path, "-o", out)
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout)
+	assert.Equal(t, "bfcsim: "+path+":3: free of id 77 that is not live\n", stderr)
+	assert.NoDirExists(t, out, "a failed run writes no report")
+
+	code, stdout, stderr = cli(t, "", "replay", path, "--skip-invalid", "-f", "json", "-o", out)
+	require.Equal(t, 0, code, stderr)
+	var rep map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rep))
+	tr := rep["traces"].([]any)[0].(map[string]any)
+	assert.Equal(t, 1.0, tr["skipped_events"])
+	assert.Equal(t, []any{path + ":3: free of id 77 that is not live"}, tr["skipped_errors"])
+	assert.Equal(t, 3.0, tr["events"])
+
+	code, stdout, _ = cli(t, "", "replay", path, "--skip-invalid")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, stdout, "1 invalid events skipped")
+}
+
+func TestReplayOutDir(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "nested", "out")
+	code, stdout, stderr := cli(t, "", "replay", bundled+"cnn-infer.jsonl", "-o", out, "-f", "markdown")
+	require.Equal(t, 0, code, stderr)
+	entries, err := os.ReadDir(out)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	assert.Equal(t, []string{"report.json", "report.md"}, names, "no temporary files are left behind")
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	require.NoError(t, err)
+	assert.Equal(t, stdout, string(md), "report.md is the markdown rendering")
+	var rep map[string]any
+	data, err := os.ReadFile(filepath.Join(out, "report.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &rep))
+	assert.Len(t, rep["traces"], 1)
+}
+
+func TestReplayEventsOut(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"events.jsonl", "events.jsonl.zst"} {
+		path := filepath.Join(dir, name)
+		code, _, stderr := cli(t, "", "replay", bundled+"nodups.jsonl", "-a", "naive,bfc", "--events-out", path)
+		require.Equal(t, 0, code, stderr)
+		data := readDecompressed(t, path)
+		lines := strings.Split(strings.TrimSpace(data), "\n")
+		require.Len(t, lines, 2*2046, name)
+		assert.Equal(t, `{"i":0,"allocator":"naive","op":"alloc","id":1,"addr":1099511627776,"size":1,"ok":true,"block":256,"line":2}`, lines[0])
+		assert.True(t, strings.HasPrefix(lines[2046], `{"i":0,"allocator":"bfc",`), "allocators follow each other in -a order")
+		var ev map[string]any
+		require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &ev))
+		assert.Equal(t, "free", ev["op"])
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(dir, ".*"))
+	assert.Empty(t, leftovers, "temporary files are removed")
+
+	code, _, stderr := cli(t, "", "replay", bundled+"nodups.jsonl", bundled+"random.jsonl", "--events-out", filepath.Join(dir, "x"))
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "--events-out takes one trace")
+}
+
+// readDecompressed returns a file's text, decompressing .zst and .gz.
+func readDecompressed(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	r, err := trace.NewDecompressReader(f)
+	require.NoError(t, err)
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	require.NoError(t, err)
+	return string(data)
+}
+
+func TestReplayStdinAndOptions(t *testing.T) {
+	data, err := os.ReadFile(bundled + "nodups.jsonl")
+	require.NoError(t, err)
+	code, out, stderr := cli(t, string(data), "replay", "-", "-a", "aligned", "--set", "aligned.base=bfc",
+		"--set", "aligned.base.allow_growth=false", "--set", "space.reserve_cost=1ms", "--check", "-f", "json")
+	require.Equal(t, 0, code, stderr)
+	var rep map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	tr := rep["traces"].([]any)[0].(map[string]any)
+	assert.Equal(t, "-", tr["path"])
+	r := tr["results"].([]any)[0].(map[string]any)
+	assert.Equal(t, "bfc", r["options"].(map[string]any)["base"])
+	assert.Equal(t, 1.0, r["device_reserve_calls"])
+	assert.InDelta(t, 0.001+0.0005, r["modeled_device_seconds"], 1e-9, "1ms per call plus 500us per GiB")
+}
+
+func TestReplayHostSpace(t *testing.T) {
+	code, out, stderr := cli(t, "", "replay", bundled+"nodups.jsonl", "--space", "host", "--touch", "--check", "-f", "csv")
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 5, "a header and four rows")
+	assert.True(t, strings.HasPrefix(lines[0], "trace,path,allocator,"))
+}
+
+func TestReplayUsageErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"replay"}, "replay needs at least one trace file, or - for standard input"},
+		{[]string{"replay", "--bogus", "x"}, "unknown flag: --bogus (see 'bfcsim replay --help')"},
+		{[]string{"replay", "-a", "tlsf", "x"}, `unknown allocator "tlsf" (want one of bfc, arena, aligned, naive)`},
+		{[]string{"replay", "-f", "yaml", "x"}, `unknown format "yaml" (want one of table, json, markdown, csv)`},
+		{[]string{"replay", "--set", "bfc.allow_growth", "x"}, `want NAME.KEY=VALUE`},
+		{[]string{"replay", "-a", "naive", "--set", "bfc.allow_growth=false", "x"}, "bfc is not being replayed"},
+		{[]string{"replay", "--set", "bfc.nope=1", bundled + "nodups.jsonl"}, `bfc has no option "nope"`},
+		{[]string{"replay", "--capacity", "lots", "x"}, `--capacity: bad size "lots"`},
+		{[]string{"replay", "--touch", "x"}, "--touch needs --space host"},
+		{[]string{"replay", "--space", "cloud", bundled + "nodups.jsonl"}, `unknown space "cloud"`},
+		{[]string{"replay", "missing.jsonl"}, "open missing.jsonl: no such file or directory"},
+		{[]string{"gen"}, "gen needs a workload"},
+		{[]string{"gen", "lstm"}, `unknown workload "lstm"`},
+		{[]string{"gen", "random", "--events", "3"}, "events must be even"},
+		{[]string{"validate"}, "validate needs at least one trace file"},
+	}
+	for _, tc := range cases {
+		code, stdout, stderr := cli(t, "", tc.args...)
+		assert.Equal(t, 2, code, "%v", tc.args)
+		assert.Empty(t, stdout, "%v", tc.args)
+		assert.True(t, strings.HasPrefix(stderr, "bfcsim: "), "%v: %q", tc.args, stderr)
+		assert.Equal(t, 1, strings.Count(stderr, "\n"), "%v: one line: %q", tc.args, stderr)
+		assert.Contains(t, stderr, tc.msg, "%v", tc.args)
+	}
+}
+
+// Every bundled trace is exactly what the command in traces/README.md writes.
+func TestBundledTracesAreReproducible(t *testing.T) {
+	readme, err := os.ReadFile(bundled + "README.md")
+	require.NoError(t, err)
+	cmds := regexp.MustCompile("`bfcsim (gen [^`]+) -o traces/([a-z-]+\\.jsonl)`").FindAllStringSubmatch(string(readme), -1)
+	require.Len(t, cmds, 6)
+	for _, m := range cmds {
+		code, out, stderr := cli(t, "", strings.Fields(m[1])...)
+		require.Equal(t, 0, code, stderr)
+		want, err := os.ReadFile(bundled + m[2])
+		require.NoError(t, err)
+		assert.Equal(t, string(want), out, "traces/%s differs from `bfcsim %s`", m[2], m[1])
+		assert.Less(t, len(want), 2<<20, "bundled traces stay under 2 MB")
+	}
+}
+
+func TestGen(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "r.jsonl.gz")
+	code, _, stderr := cli(t, "", "gen", "random", "--events", "1000", "--max-size", "64KiB", "--seed", "9",
+		"--name", "tiny", "--capacity", "16GiB", "-o", path)
+	require.Equal(t, 0, code, stderr)
+	code, out, stderr := cli(t, "", "validate", path)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, path+": valid\n")
+	assert.Contains(t, out, `name="tiny"`)
+	assert.Contains(t, out, "capacity=16.00 GiB")
+	assert.Contains(t, out, "max_size=65536")
+	assert.Contains(t, out, "1,000: 500 alloc")
+}
+
+func TestValidate(t *testing.T) {
+	code, out, stderr := cli(t, "", "validate", bundled+"nodups.jsonl")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "nodups.jsonl: valid")
+	assert.Contains(t, out, "2,046: 1,023 alloc (0 of size 0), 1,023 free")
+	assert.Contains(t, out, "peak 511.5 KiB in 1,023 allocations")
+
+	bad := writeTrace(t, `{"op":"alloc","id":1,"size":-1}`, `{"op":"free","id":1}`, `not json`)
+	code, out, stderr = cli(t, "", "validate", bundled+"nodups.jsonl", bad)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, out, bad+": invalid: 3 bad lines")
+	assert.Contains(t, out, bad+":1: size -1 is negative")
+	assert.Contains(t, out, bad+":2: free of id 1 that is not live")
+	assert.Contains(t, out, bad+":3: malformed JSON")
+	assert.Equal(t, "bfcsim: 1 of 2 traces invalid\n", stderr)
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := cli(t, "", "version")
+	assert.Equal(t, 0, code)
+	assert.Regexp(t, `^bfcsim \S+ \(go1\.\d+`, out)
+	code, out2, _ := cli(t, "", "--version")
+	assert.Equal(t, 0, code)
+	assert.Equal(t, out, out2)
+}
+
+func TestHelpListsAllocatorOptions(t *testing.T) {
+	code, out, _ := cli(t, "", "replay", "--help")
+	assert.Equal(t, 0, code)
+	for _, s := range []string{"bfc.allow_growth=true", "arena.reset=empty", "aligned.line=128", "space.reserve_cost=10us", "--events-out"} {
+		assert.Contains(t, out, s)
+	}
+	code, out, _ = cli(t, "", "completion", "bash")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, out, "bash completion")
+}
+
+func TestReplayDeterministic(t *testing.T) {
+	strip := regexp.MustCompile(`"(p50|p90|p99|p999|max|mean|replay_seconds|events_per_second)": [0-9.e+-]+`)
+	_, a, _ := cli(t, "", "replay", "-f", "json", bundled+"fragmenter.jsonl")
+	_, b, _ := cli(t, "", "replay", "-f", "json", bundled+"fragmenter.jsonl")
+	require.NotEmpty(t, a)
+	assert.Equal(t, strip.ReplaceAllString(a, ""), strip.ReplaceAllString(b, ""))
+}

@@ -1,0 +1,311 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/report"
+	"github.com/bfcsim/bfcsim/sim"
+	"github.com/bfcsim/bfcsim/trace"
+)
+
+type replayOptions struct {
+	allocators  []string
+	capacity    string
+	space       string
+	touch       bool
+	sets        []string
+	format      string
+	out         string
+	eventsOut   string
+	skipInvalid bool
+	stopOnOOM   bool
+	check       bool
+	quiet       bool
+}
+
+func newReplayCmd(e *env) *cobra.Command {
+	o := &replayOptions{}
+	cmd := &cobra.Command{
+		Use:   "replay [flags] TRACE...",
+		Short: "Replay traces against allocators and report what happened",
+		Long: `Replay each trace against every selected allocator, each over its own fresh
+device, and print one row per allocator: peak reserved and in-use bytes,
+fragmentation (1 - peak live / peak reserved), internal waste at the reserved
+peak, TensorFlow's fragmentation metric, failed allocations, device calls and
+their modeled time, allocation latency, and replay speed.
+
+A trace is a JSON Lines file (optionally .gz or .zst), or - for standard input.
+The device capacity is --capacity, else the trace header's, else 80GiB.
+
+Allocators (-a) and their options (--set NAME.KEY=VALUE):
+` + allocatorHelp(),
+		Example: `  bfcsim replay traces/transformer-train.jsonl
+  bfcsim replay run.jsonl.gz -a bfc,naive --capacity 16GiB -f json
+  bfcsim replay t.jsonl --set bfc.allow_growth=false --set bfc.garbage_collection=true
+  bfcsim replay t.jsonl -o out/ --events-out out/events.jsonl.zst`,
+		Args: traceArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runReplay(cmd, e, o, args)
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVarP(&o.allocators, "allocators", "a", allocators.DefaultNames, "comma-separated allocators to replay against")
+	f.StringVar(&o.capacity, "capacity", "", "device capacity, e.g. 80GiB or 16GB (default: the trace header's, else 80GiB)")
+	f.StringVar(&o.space, "space", "virtual", "address space: virtual (simulated device) or host (real mmap'd memory)")
+	f.BoolVar(&o.touch, "touch", false, "with --space host, write every page of each allocation as it is made")
+	f.StringArrayVar(&o.sets, "set", nil, "allocator or space option NAME.KEY=VALUE, repeatable (e.g. bfc.allow_growth=false)")
+	f.StringVarP(&o.format, "format", "f", "table", "output format: "+strings.Join(report.Formats, ", "))
+	f.StringVarP(&o.out, "out", "o", "", "also write report.json and report.md into this directory")
+	f.StringVar(&o.eventsOut, "events-out", "", "write per-event results (JSON Lines; .gz or .zst compressed) to this file")
+	f.BoolVar(&o.skipInvalid, "skip-invalid", false, "count and skip invalid events instead of stopping at the first")
+	f.BoolVar(&o.stopOnOOM, "stop-on-oom", false, "stop each allocator's replay at its first failed allocation")
+	f.BoolVar(&o.check, "check", false, "verify every allocation with the invariant checker (slower)")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar")
+	_ = cmd.RegisterFlagCompletionFunc("allocators", fixedCompletion(allocators.Names()...))
+	_ = cmd.RegisterFlagCompletionFunc("format", fixedCompletion(report.Formats...))
+	_ = cmd.RegisterFlagCompletionFunc("space", fixedCompletion(allocators.SpaceKinds...))
+	return cmd
+}
+
+func fixedCompletion(words ...string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return words, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// allocatorHelp lists every allocator and option, from the allocators' own table.
+func allocatorHelp() string {
+	var b strings.Builder
+	for _, f := range allocators.Factories() {
+		fmt.Fprintf(&b, "\n  %-8s %s\n", f.Name, f.Summary)
+		for _, opt := range f.Options {
+			fmt.Fprintf(&b, "      %s.%s=%s\n          %s\n", f.Name, opt.Key, opt.Default, opt.Help)
+		}
+	}
+	b.WriteString("\n  space    the device under each allocator (--space, --set space.KEY=VALUE)\n")
+	for _, opt := range allocators.SpaceOptions() {
+		fmt.Fprintf(&b, "      space.%s=%s\n          %s\n", opt.Key, opt.Default, opt.Help)
+	}
+	return b.String()
+}
+
+// parseSets splits --set values into options per allocator and for the space.
+func parseSets(sets, names []string) (map[string]allocators.Options, allocators.Options, error) {
+	per := map[string]allocators.Options{}
+	space := allocators.Options{}
+	for _, s := range sets {
+		kv, v, ok := strings.Cut(s, "=")
+		name, key, ok2 := strings.Cut(kv, ".")
+		if !ok || !ok2 || name == "" || key == "" {
+			return nil, nil, fmt.Errorf("--set %q: want NAME.KEY=VALUE, e.g. bfc.allow_growth=false", s)
+		}
+		if name == "space" {
+			space[key] = v
+			continue
+		}
+		if _, err := allocators.Lookup(name); err != nil {
+			return nil, nil, fmt.Errorf("--set %s: %w", s, err)
+		}
+		if !slices.Contains(names, name) {
+			return nil, nil, fmt.Errorf("--set %s: %s is not being replayed (-a %s)", s, name, strings.Join(names, ","))
+		}
+		if per[name] == nil {
+			per[name] = allocators.Options{}
+		}
+		per[name][key] = v
+	}
+	return per, space, nil
+}
+
+func runReplay(cmd *cobra.Command, e *env, o *replayOptions, paths []string) error {
+	if !slices.Contains(report.Formats, o.format) {
+		return fmt.Errorf("unknown format %q (want one of %s)", o.format, strings.Join(report.Formats, ", "))
+	}
+	if len(o.allocators) == 0 {
+		return fmt.Errorf("no allocators given (-a)")
+	}
+	for _, n := range o.allocators {
+		if _, err := allocators.Lookup(n); err != nil {
+			return err
+		}
+	}
+	per, spaceOpts, err := parseSets(o.sets, o.allocators)
+	if err != nil {
+		return err
+	}
+	var capacity uint64
+	if o.capacity != "" {
+		if capacity, err = allocators.ParseSize(o.capacity); err != nil {
+			return fmt.Errorf("--capacity: %w", err)
+		}
+		if capacity == 0 {
+			return fmt.Errorf("--capacity must be more than 0 bytes")
+		}
+	}
+	if o.eventsOut != "" && len(paths) > 1 {
+		return fmt.Errorf("--events-out takes one trace, got %d", len(paths))
+	}
+	if o.touch && o.space != "host" {
+		return fmt.Errorf("--touch needs --space host")
+	}
+
+	specs := make([]sim.AllocatorSpec, len(o.allocators))
+	for i, n := range o.allocators {
+		specs[i] = sim.AllocatorSpec{Name: n, Options: per[n]}
+	}
+	var runs []report.TraceRun
+	for _, path := range paths {
+		run, err := replayOne(cmd, e, o, path, specs, capacity, spaceOpts)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, run)
+	}
+	rep := report.Build(runs)
+
+	if o.out != "" {
+		if err := writeReportDir(o.out, rep); err != nil {
+			return err
+		}
+	}
+	return report.Render(cmd.OutOrStdout(), rep, o.format)
+}
+
+func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs []sim.AllocatorSpec,
+	capacity uint64, spaceOpts allocators.Options) (report.TraceRun, error) {
+	var readerOpts []trace.ReaderOption
+	if o.skipInvalid {
+		readerOpts = append(readerOpts, trace.SkipInvalid())
+	}
+	t, err := openTrace(e, path, readerOpts...)
+	if err != nil {
+		return report.TraceRun{}, err
+	}
+	defer t.Close()
+	h := t.Header()
+	if capacity == 0 {
+		capacity = h.CapacityBytes
+	}
+	if capacity == 0 {
+		capacity = sim.DefaultCapacity
+	}
+	cfg := sim.Config{
+		Allocators: specs,
+		Space:      allocators.SpaceConfig{Kind: o.space, Capacity: capacity, Touch: o.touch, Options: spaceOpts},
+		StopOnOOM:  o.stopOnOOM,
+		Check:      o.check,
+	}
+	var events *eventsSink
+	if o.eventsOut != "" {
+		if events, err = newEventsSink(o.eventsOut); err != nil {
+			return report.TraceRun{}, err
+		}
+		defer events.cleanup()
+		cfg.Events = events.writer
+	}
+	var src sim.Source = t
+	if p := newProgress(e, t, o.quiet); p != nil {
+		src = p
+		defer p.finish()
+	}
+	results, err := sim.Replay(cmd.Context(), src, cfg)
+	if err != nil {
+		return report.TraceRun{}, err
+	}
+	if events != nil {
+		if err := events.commit(o.allocators); err != nil {
+			return report.TraceRun{}, err
+		}
+	}
+	name := h.Name
+	if name == "" {
+		name = strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)), ".jsonl")
+		if path == "-" {
+			name = "stdin"
+		}
+	}
+	return report.TraceRun{
+		Name: name, Path: path, Header: h, Summary: t.Summary(),
+		CapacityBytes: capacity, Space: o.space, Skipped: t.SkippedErrors(), Results: results,
+	}, nil
+}
+
+// writeReportDir writes report.json and report.md into dir, each atomically.
+func writeReportDir(dir string, rep report.Report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "report.json"), func(w io.Writer) error {
+		return report.WriteJSON(w, rep)
+	}); err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, "report.md"), func(w io.Writer) error {
+		return report.WriteMarkdown(w, rep)
+	})
+}
+
+// eventsSink collects per-event results: each allocator's worker writes its
+// own temporary file, and commit joins them, in allocator order, into the
+// destination, atomically. Nothing is left behind on failure.
+type eventsSink struct {
+	path  string
+	temps map[string]*os.File
+}
+
+func newEventsSink(path string) (*eventsSink, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	return &eventsSink{path: path, temps: map[string]*os.File{}}, nil
+}
+
+// writer is sim.Config.Events. It runs before the workers start, one
+// allocator at a time.
+func (s *eventsSink) writer(allocator string) io.Writer {
+	f, err := os.CreateTemp(filepath.Dir(s.path), ".bfcsim-events-*")
+	if err != nil {
+		return errWriter{fmt.Errorf("creating a temporary file for --events-out: %w", err)}
+	}
+	s.temps[allocator] = f
+	return f
+}
+
+func (s *eventsSink) commit(order []string) error {
+	return writeFileAtomic(s.path, func(w io.Writer) error {
+		for _, name := range order {
+			f := s.temps[name]
+			if f == nil {
+				continue
+			}
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				return err
+			}
+			if _, err := io.Copy(w, f); err != nil {
+				return fmt.Errorf("writing %s: %w", s.path, err)
+			}
+		}
+		return nil
+	})
+}
+
+func (s *eventsSink) cleanup() {
+	for _, f := range s.temps {
+		f.Close()
+		os.Remove(f.Name())
+	}
+}
+
+type errWriter struct{ err error }
+
+func (w errWriter) Write([]byte) (int, error) { return 0, w.err }

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3"; a
+// plain build reports the module version, or "devel".
+var version = ""
+
+func versionString() string {
+	v := version
+	if v == "" {
+		v = "devel"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+	}
+	return fmt.Sprintf("bfcsim %s (%s %s/%s)", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+func newRootCmd(e *env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "bfcsim",
+		Short: "Replay memory allocation traces against allocator designs",
+		Long: `bfcsim replays a trace of memory allocations and frees against several
+allocator designs (TensorFlow's BFC, a bump arena, TBB-style cache-aligned
+allocation, per-request device malloc) over a simulated or real address space,
+and reports fragmentation, peak usage and latency.
+
+  bfcsim replay trace.jsonl                 every allocator side by side
+  bfcsim replay run.jsonl.gz -o out/        also write report.json and report.md
+  bfcsim gen transformer-train -o t.jsonl   make a synthetic trace
+  bfcsim validate trace.jsonl               check a trace and summarise it
+
+Exit codes: 0 success, 1 a comparison failed, 2 bad usage or bad input.`,
+		Version:       versionString(),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())
+	})
+	root.AddCommand(
+		newReplayCmd(e),
+		newValidateCmd(e),
+		newGenCmd(e),
+		newVersionCmd(),
+	)
+	return root
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print bfcsim's version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), versionString())
+			return err
+		},
+	}
+}
+
+// traceArgs requires at least one trace argument, with a helpful message.
+func traceArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%s needs at least one trace file, or - for standard input (see '%s --help')",
+			cmd.Name(), cmd.CommandPath())
+	}
+	return nil
+}
