@@ -14,7 +14,8 @@ import (
 
 // TestDataDriven runs the scripts in testdata/. Commands:
 //
-//	new name=bfc capacity=1GiB [space=virtual] [KEY=VALUE ...]   options as for --set name.KEY=VALUE
+//	new name=bfc capacity=1GiB [space=virtual] [space.KEY=VALUE ...] [KEY=VALUE ...]
+//	                                  options as for --set space.KEY=VALUE and --set name.KEY=VALUE
 //	alloc id=N size=BYTES [align=N]   prints the block, addresses relative to the space's base
 //	free id=N
 //	step
@@ -52,15 +53,17 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		kind := "virtual"
 		d.MaybeScanArgs(t, "space", &kind)
-		opts := Options{}
+		opts, spaceOpts := Options{}, Options{}
 		for _, arg := range d.CmdArgs {
-			switch arg.Key {
-			case "name", "capacity", "space":
+			switch {
+			case arg.Key == "name" || arg.Key == "capacity" || arg.Key == "space":
+			case strings.HasPrefix(arg.Key, "space."):
+				spaceOpts[strings.TrimPrefix(arg.Key, "space.")] = strings.Join(arg.Vals, ",")
 			default:
 				opts[arg.Key] = strings.Join(arg.Vals, ",")
 			}
 		}
-		sp, err := NewSpace(SpaceConfig{Kind: kind, Capacity: capacity})
+		sp, err := NewSpace(SpaceConfig{Kind: kind, Capacity: capacity, Options: spaceOpts})
 		if err != nil {
 			return "error: " + err.Error()
 		}

@@ -79,6 +79,7 @@ func DefaultCostModel() CostModel {
 
 // spaceOptions are the --set space.* keys.
 var spaceOptions = []Option{
+	{Key: "placement", Default: "first-fit", Help: "first-fit: the device is one contiguous range and can fragment; paged: pages are mapped into a large virtual range, so only the capacity limits (as on CUDA)"},
 	{Key: "reserve_cost", Default: "10us", Help: "modeled time of one device reservation (cudaMalloc), failed ones included"},
 	{Key: "reserve_cost_per_gib", Default: "500us", Help: "modeled time per GiB reserved"},
 	{Key: "release_cost", Default: "20us", Help: "modeled time of one device release (cudaFree, which synchronizes)"},
@@ -106,10 +107,14 @@ func (c SpaceConfig) Validate() (map[string]any, error) {
 	return eff, err
 }
 
-func (c SpaceConfig) parse() (CostModel, map[string]any, error) {
+func (c SpaceConfig) parse() (spaceParams, map[string]any, error) {
 	s, err := newSettings("space", spaceOptions, c.Options)
 	if err != nil {
-		return CostModel{}, nil, err
+		return spaceParams{}, nil, err
+	}
+	placement := FirstFit
+	if s.Choice("placement", "first-fit", "paged") == "paged" {
+		placement = Paged
 	}
 	cm := CostModel{
 		ReserveFixed:  s.Duration("reserve_cost"),
@@ -118,32 +123,40 @@ func (c SpaceConfig) parse() (CostModel, map[string]any, error) {
 		ReleasePerGiB: s.Duration("release_cost_per_gib"),
 	}
 	if err := s.Err(); err != nil {
-		return CostModel{}, nil, err
+		return spaceParams{}, nil, err
 	}
 	switch c.Kind {
 	case "virtual", "host":
 	default:
-		return CostModel{}, nil, fmt.Errorf("%w: unknown space %q (want virtual or host)", ErrBadOption, c.Kind)
+		return spaceParams{}, nil, fmt.Errorf("%w: unknown space %q (want virtual or host)", ErrBadOption, c.Kind)
 	}
 	if c.Touch && c.Kind != "host" {
-		return CostModel{}, nil, fmt.Errorf("%w: --touch needs --space host", ErrBadOption)
+		return spaceParams{}, nil, fmt.Errorf("%w: --touch needs --space host", ErrBadOption)
+	}
+	if placement == Paged && c.Kind != "virtual" {
+		return spaceParams{}, nil, fmt.Errorf("%w: space.placement=paged applies to --space virtual (the host's kernel places mappings itself)", ErrBadOption)
 	}
 	if c.Capacity == 0 {
-		return CostModel{}, nil, fmt.Errorf("%w: capacity must be > 0", ErrBadOption)
+		return spaceParams{}, nil, fmt.Errorf("%w: capacity must be > 0", ErrBadOption)
 	}
-	return cm, s.Effective(), nil
+	return spaceParams{cost: cm, placement: placement}, s.Effective(), nil
+}
+
+type spaceParams struct {
+	cost      CostModel
+	placement Placement
 }
 
 // NewSpace creates a fresh space from c.
 func NewSpace(c SpaceConfig) (Space, error) {
-	cm, _, err := c.parse()
+	p, _, err := c.parse()
 	if err != nil {
 		return nil, err
 	}
 	if c.Kind == "host" {
-		return NewHostSpace(c.Capacity, cm)
+		return NewHostSpace(c.Capacity, p.cost)
 	}
-	return NewVirtualSpace(c.Capacity, cm), nil
+	return NewVirtualSpace(c.Capacity, p.cost, p.placement), nil
 }
 
 // accounting is the bookkeeping every Space shares: reserved bytes, call

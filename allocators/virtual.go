@@ -1,13 +1,24 @@
 package allocators
 
-// VirtualSpace is a simulated device: the address range [1<<40, 1<<40 +
-// capacity) with nothing behind it, so that an 80 GiB GPU can be modelled on
-// a laptop.
+// VirtualSpace is a simulated device with nothing behind its addresses, so
+// that an 80 GiB GPU can be modelled on a laptop.
 //
 // Strategy: reservations are placed first fit by lowest address, aligned to
 // and rounded up to 256 bytes (cudaMalloc's guaranteed alignment). Released
 // ranges return to a free set and merge with free neighbours, so a release
-// next to free space makes one larger hole, as on a real device.
+// next to free space makes one larger hole.
+//
+// Two placements (--set space.placement=...):
+//
+//   - first-fit (the default, SPEC §4): the device is one contiguous range
+//     [1<<40, 1<<40+capacity). A reservation fails when no single hole is
+//     large enough, even if enough bytes are free in total: the device's own
+//     address space fragments.
+//   - paged: the device maps physical pages into a virtual range far larger
+//     than its memory, as CUDA does, so a reservation fails only when the
+//     bytes reserved would exceed the capacity. Addresses are still placed
+//     first fit in the virtual range [1<<40, 1<<40+max(capacity, 128 TiB)),
+//     so they stay compact and deterministic.
 //
 // Data structure: the free ranges in an address-ordered treap that keeps each
 // subtree's largest range (internal/freetree). Reserve and Release are
@@ -31,9 +42,24 @@ const VirtualBase = 1 << 40
 // VirtualGranule is the alignment and size unit of virtual reservations.
 const VirtualGranule = 256
 
+// pagedVirtualBytes is the virtual range of a paged space: 128 TiB, the
+// user half of a 48-bit address space, larger than any device's memory.
+const pagedVirtualBytes = 1 << 47
+
+// Placement says how a VirtualSpace places reservations.
+type Placement int
+
+// The placements of a VirtualSpace.
+const (
+	FirstFit Placement = iota // one contiguous device range; it can fragment
+	Paged                     // a large virtual range; only the capacity limits
+)
+
 // VirtualSpace implements Space over simulated addresses.
 type VirtualSpace struct {
 	base, capacity uint64
+	span           uint64 // size of the address range placed in
+	paged          bool
 	free           freetree.Tree
 	acct           accounting
 }
@@ -42,11 +68,15 @@ var _ Space = (*VirtualSpace)(nil)
 
 // NewVirtualSpace returns an empty virtual space of capacity bytes (rounded
 // down to the granule) priced by cost.
-func NewVirtualSpace(capacity uint64, cost CostModel) *VirtualSpace {
+func NewVirtualSpace(capacity uint64, cost CostModel, placement Placement) *VirtualSpace {
 	capacity &^= VirtualGranule - 1
-	s := &VirtualSpace{base: VirtualBase, capacity: capacity, acct: accounting{cost: cost}}
-	if capacity > 0 {
-		if err := s.free.Add(s.base, capacity); err != nil {
+	s := &VirtualSpace{base: VirtualBase, capacity: capacity, span: capacity, acct: accounting{cost: cost}}
+	if placement == Paged {
+		s.paged = true
+		s.span = max(capacity, pagedVirtualBytes)
+	}
+	if s.span > 0 {
+		if err := s.free.Add(s.base, s.span); err != nil {
 			panic(err) // an empty tree accepts any range
 		}
 	}
@@ -59,7 +89,7 @@ func (s *VirtualSpace) Reserve(n uint64) (uint64, error) {
 		return 0, fmt.Errorf("reserving 0 bytes")
 	}
 	size := alignUp(n, VirtualGranule)
-	if size < n { // overflow
+	if size < n || (s.paged && s.acct.stats.ReservedBytes+size > s.capacity) {
 		s.acct.failed()
 		return 0, ErrOutOfMemory
 	}
@@ -75,7 +105,7 @@ func (s *VirtualSpace) Reserve(n uint64) (uint64, error) {
 // Release frees [addr, addr+n rounded up to 256).
 func (s *VirtualSpace) Release(addr, n uint64) error {
 	size := alignUp(n, VirtualGranule)
-	if n == 0 || addr%VirtualGranule != 0 || addr < s.base || addr+size > s.base+s.capacity || addr+size < addr {
+	if n == 0 || addr%VirtualGranule != 0 || addr < s.base || addr+size > s.base+s.span || addr+size < addr {
 		return fmt.Errorf("%w: release of [%#x, +%d) outside the reserved space", ErrNotLive, addr, n)
 	}
 	if err := s.free.Add(addr, size); err != nil {
@@ -91,11 +121,17 @@ func (s *VirtualSpace) Granule() uint64 { return VirtualGranule }
 // Capacity returns the space's size in bytes.
 func (s *VirtualSpace) Capacity() uint64 { return s.capacity }
 
-// Bounds returns [1<<40, 1<<40+capacity).
-func (s *VirtualSpace) Bounds() (uint64, uint64) { return s.base, s.base + s.capacity }
+// Bounds returns the range addresses are placed in: [1<<40, 1<<40+capacity)
+// for first fit, a far larger range when paged.
+func (s *VirtualSpace) Bounds() (uint64, uint64) { return s.base, s.base + s.span }
 
 // Stats returns the space's counters.
 func (s *VirtualSpace) Stats() SpaceStats { return s.acct.stats }
 
 // LargestFreeBytes returns the largest range that can still be reserved.
-func (s *VirtualSpace) LargestFreeBytes() uint64 { return s.free.Largest() }
+func (s *VirtualSpace) LargestFreeBytes() uint64 {
+	if s.paged {
+		return min(s.free.Largest(), s.capacity-s.acct.stats.ReservedBytes)
+	}
+	return s.free.Largest()
+}

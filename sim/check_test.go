@@ -15,7 +15,7 @@ import (
 // The checker must catch what a broken allocator would do.
 func TestCheckerCatchesViolations(t *testing.T) {
 	newC := func() (*checker, checkedSpace) {
-		sp := allocators.NewVirtualSpace(1<<20, allocators.CostModel{})
+		sp := allocators.NewVirtualSpace(1<<20, allocators.CostModel{}, allocators.FirstFit)
 		c := newChecker("broken", sp)
 		return c, checkedSpace{Space: sp, c: c}
 	}
@@ -131,12 +131,15 @@ func FuzzAllocator(f *testing.F) {
 				next++
 			}
 		}
-		for _, name := range allocators.Names() {
-			for _, opts := range fuzzOptions[name] {
-				cfg := config(16<<20, name)
-				cfg.Allocators[0].Options = opts
-				_, err := Replay(context.Background(), reader(t, evs), cfg)
-				require.NoError(t, err, "%s %v", name, opts)
+		for _, placement := range []string{"first-fit", "paged"} {
+			for _, name := range allocators.Names() {
+				for _, opts := range fuzzOptions[name] {
+					cfg := config(16<<20, name)
+					cfg.Allocators[0].Options = opts
+					cfg.Space.Options = allocators.Options{"placement": placement}
+					_, err := Replay(context.Background(), reader(t, evs), cfg)
+					require.NoError(t, err, "%s %v %s", name, opts, placement)
+				}
 			}
 		}
 	})
