@@ -60,10 +60,10 @@ var columns = []column{
 	{"EVENTS/S", func(r *Result) string { return Rate(r.EventsPerSecond) }},
 }
 
-// traceLine is the one-line description of a trace above its table.
-func traceLine(tr *Trace) string {
-	s := fmt.Sprintf("%s: %s events (%s allocs, %s frees, %s steps), peak live %s, %s on a %s %s device",
-		tr.Name, Count(tr.Events), Count(tr.Allocs), Count(tr.Frees), Count(tr.Steps),
+// traceSummary is the one-line description of a trace above its table.
+func traceSummary(tr *Trace) string {
+	s := fmt.Sprintf("%s events (%s allocs, %s frees, %s steps), peak live %s, %s on a %s %s device",
+		Count(tr.Events), Count(tr.Allocs), Count(tr.Frees), Count(tr.Steps),
 		Bytes(tr.PeakLiveBytes), Bytes(tr.TotalAllocBytes)+" allocated in total",
 		Bytes(tr.CapacityBytes), tr.Space)
 	if tr.SkippedEvents > 0 {
@@ -80,8 +80,8 @@ func oomNotes(tr *Trace) []string {
 		if r.FirstOOMEvent == nil {
 			continue
 		}
-		n := fmt.Sprintf("%s: %d allocations failed, the first at event %d (line %d)",
-			r.Allocator, r.FailedAllocs, *r.FirstOOMEvent, *r.FirstOOMLine)
+		n := fmt.Sprintf("%s: %s failed, the first at event %d (line %d)",
+			r.Allocator, plural(r.FailedAllocs, "allocation"), *r.FirstOOMEvent, *r.FirstOOMLine)
 		if r.Stopped {
 			n += "; replay stopped there (--stop-on-oom)"
 		}
@@ -97,7 +97,7 @@ func WriteTable(w io.Writer, rep Report) error {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintln(w, traceLine(tr))
+		fmt.Fprintf(w, "%s: %s\n", tr.Name, traceSummary(tr))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		heads := make([]string, len(columns))
 		for c, col := range columns {
@@ -128,7 +128,7 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	for i := range rep.Traces {
 		tr := &rep.Traces[i]
 		fmt.Fprintf(b, "\n## %s\n\n", mdEscape(tr.Name))
-		fmt.Fprintf(b, "`%s`: %s.\n\n", tr.Path, mdEscape(traceLine(tr)))
+		fmt.Fprintf(b, "%s: %s.\n\n", mdCode(tr.Path), mdEscape(traceSummary(tr)))
 		b.WriteString("|")
 		for _, col := range columns {
 			fmt.Fprintf(b, " %s |", strings.ToLower(col.head[:1])+strings.ToLower(col.head[1:]))
@@ -162,11 +162,22 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 		for j := range tr.Results {
 			r := &tr.Results[j]
 			fmt.Fprintf(b, "- **%s**: options %s; stats %s\n", r.Allocator,
-				mdEscape(formatMap(r.Options)), mdEscape(formatStats(r.AllocatorStats)))
+				mdCode(formatMap(r.Options)), mdCode(formatStats(r.AllocatorStats)))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// mdCode writes s as a Markdown code span.
+func mdCode(s string) string { return "`" + strings.ReplaceAll(s, "`", "'") + "`" }
+
+// plural writes "1 allocation", "2 allocations".
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func mdEscape(s string) string {

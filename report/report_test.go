@@ -1,0 +1,102 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/sim"
+	"github.com/bfcsim/bfcsim/trace"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata/")
+
+// goldenReport replays a bundled trace and returns its report without timings.
+func goldenReport(t *testing.T) Report {
+	t.Helper()
+	f, err := os.Open("../traces/fragmenter.jsonl")
+	require.NoError(t, err)
+	defer f.Close()
+	r, err := trace.NewReader(f, "traces/fragmenter.jsonl")
+	require.NoError(t, err)
+	var specs []sim.AllocatorSpec
+	for _, n := range allocators.DefaultNames {
+		specs = append(specs, sim.AllocatorSpec{Name: n})
+	}
+	const capacity = 32 << 20 // small enough that bfc and arena run out
+	res, err := sim.Replay(context.Background(), r, sim.Config{
+		Allocators: specs,
+		Space:      allocators.SpaceConfig{Kind: "virtual", Capacity: capacity},
+	})
+	require.NoError(t, err)
+	return WithoutTimings(Build([]TraceRun{{
+		Name: r.Header().Name, Path: "traces/fragmenter.jsonl", Header: r.Header(), Summary: r.Summary(),
+		CapacityBytes: capacity, Space: "virtual", Results: res,
+	}}))
+}
+
+func TestGolden(t *testing.T) {
+	rep := goldenReport(t)
+	for _, format := range Formats {
+		t.Run(format, func(t *testing.T) {
+			var buf bytes.Buffer
+			require.NoError(t, Render(&buf, rep, format))
+			path := filepath.Join("testdata", "fragmenter."+format)
+			if *rewrite {
+				require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
+			}
+			want, err := os.ReadFile(path)
+			require.NoError(t, err)
+			assert.Equal(t, string(want), buf.String(), "rerun with -rewrite and review the diff")
+		})
+	}
+}
+
+func TestJSONShape(t *testing.T) {
+	rep := goldenReport(t)
+	var buf bytes.Buffer
+	require.NoError(t, WriteJSON(&buf, rep))
+	var back Report
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &back))
+	require.Len(t, back.Traces, 1)
+	arena := back.Traces[0].Results[1]
+	assert.Equal(t, "arena", arena.Allocator)
+	require.NotNil(t, arena.FirstOOMEvent, "the fragmenter outgrows a 32 MiB arena")
+	assert.Positive(t, arena.FailedAllocs)
+	assert.Nil(t, back.Traces[0].Results[2].FirstOOMEvent, "aligned fits")
+	assert.NotNil(t, back.Traces[0].Results[3].FirstOOMEvent, "naive fragments the first-fit device itself")
+}
+
+func TestRenderUnknownFormat(t *testing.T) {
+	err := Render(&bytes.Buffer{}, Report{}, "yaml")
+	assert.EqualError(t, err, `unknown format "yaml" (want one of table, json, markdown, csv)`)
+}
+
+func TestFormatting(t *testing.T) {
+	// TensorFlow's HumanReadableNumBytes conventions, with a space.
+	for n, want := range map[uint64]string{
+		0: "0 B", 512: "512 B", 1023: "1023 B", 1024: "1.0 KiB", 24064: "23.5 KiB",
+		802160640: "765.00 MiB", 2319282339: "2.16 GiB", 80 << 30: "80.00 GiB", 3 << 40: "3.00 TiB",
+	} {
+		assert.Equal(t, want, Bytes(n), "%d", n)
+	}
+	assert.Equal(t, "43.9%", Percent(0.4389))
+	assert.Equal(t, "850ns", Nanos(850))
+	assert.Equal(t, "1.5µs", Nanos(1500))
+	assert.Equal(t, "2.1ms", Seconds(0.0021))
+	assert.Equal(t, "75.16s", Seconds(75.16))
+	assert.Equal(t, "3.44M/s", Rate(3_440_000))
+	assert.Equal(t, "850k/s", Rate(850_000))
+	assert.Equal(t, "12/s", Rate(12))
+	assert.Equal(t, "1,234,567", Count(1234567))
+	assert.Equal(t, "999", Count(999))
+	assert.Equal(t, "-1,000", Count(-1000))
+}

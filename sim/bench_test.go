@@ -1,0 +1,67 @@
+package sim
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/trace"
+)
+
+// sliceSource replays events held in memory, so that benchmarks measure the
+// engine and the allocators rather than JSON parsing.
+type sliceSource struct {
+	events []trace.Event
+	i      int
+}
+
+func (s *sliceSource) Next() bool         { s.i++; return s.i <= len(s.events) }
+func (s *sliceSource) Event() trace.Event { return s.events[s.i-1] }
+func (s *sliceSource) Err() error         { return nil }
+
+// loadTrace reads a bundled trace into memory, Slots assigned.
+func loadTrace(b *testing.B, name string) []trace.Event {
+	b.Helper()
+	f, err := os.Open("../traces/" + name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	r, err := trace.NewReader(f, name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var evs []trace.Event
+	for r.Next() {
+		evs = append(evs, r.Event())
+	}
+	if r.Err() != nil {
+		b.Fatal(r.Err())
+	}
+	return evs
+}
+
+// BenchmarkReplay replays bundled traces against one allocator at a time and
+// reports events per second of engine plus allocator (timing included,
+// checker off, as in a default replay).
+func BenchmarkReplay(b *testing.B) {
+	for _, tr := range []string{"transformer-train.jsonl", "random.jsonl"} {
+		evs := loadTrace(b, tr)
+		for _, name := range allocators.Names() {
+			b.Run(tr+"/"+name, func(b *testing.B) {
+				cfg := Config{
+					Allocators: []AllocatorSpec{{Name: name}},
+					Space:      allocators.SpaceConfig{Kind: "virtual", Capacity: DefaultCapacity},
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := Replay(context.Background(), &sliceSource{events: evs}, cfg); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(len(evs))*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			})
+		}
+	}
+}
