@@ -22,10 +22,10 @@
 //     with the block stored under the event's Slot, a step is passed to
 //     allocators that implement Stepper. Each call is timed for the latency
 //     histograms.
-//  4. After each alloc or free the worker updates live, in-use and reserved
-//     bytes and their peaks, internal waste at the reserved peak, and
-//     TensorFlow's fragmentation metric; with Check, the checker verifies the
-//     block and the accounting and the replay stops at the first violation.
+//  4. After every event the worker updates live, in-use and reserved bytes
+//     and their peaks, internal waste at the reserved peak, and TensorFlow's
+//     fragmentation metric; with Check, the checker verifies the block and
+//     the accounting and the replay stops at the first violation.
 //  5. When the source ends, each worker summarises its metrics into a Result.
 //
 // Allocators run concurrently, but each sees the events in trace order and

@@ -58,6 +58,13 @@ func Replay(ctx context.Context, src Source, cfg Config) ([]Result, error) {
 	if len(cfg.Allocators) == 0 {
 		return nil, errors.New("no allocators to replay")
 	}
+	seen := map[string]bool{}
+	for _, spec := range cfg.Allocators {
+		if seen[spec.Name] {
+			return nil, fmt.Errorf("allocator %s is listed twice", spec.Name)
+		}
+		seen[spec.Name] = true
+	}
 	spaceEff, err := cfg.Space.Validate()
 	if err != nil {
 		return nil, err

@@ -44,8 +44,8 @@ type Result struct {
 	PeakReservedBytes        uint64
 	FinalReservedBytes       uint64
 	InternalWasteAtPeakBytes uint64
-	// TFFragmentationMax and Mean are TensorFlow's metric over every alloc
-	// and free event, (free_in_pool - largest_free) / free_in_pool, 0 when
+	// TFFragmentationMax and Mean are TensorFlow's metric sampled after
+	// every event, (free_in_pool - largest_free) / free_in_pool, 0 when
 	// nothing in the pool is free.
 	TFFragmentationMax, TFFragmentationMean float64
 
@@ -233,12 +233,9 @@ func (r *runner) apply(events []trace.Event, first int64) error {
 		case trace.OpStep:
 			if r.stepper != nil {
 				r.stepper.Step()
-				r.observe()
 			}
-			continue
-		default:
-			continue
 		}
+		r.observe()
 		if r.chk != nil {
 			var stats map[string]int64
 			if r.stats != nil && r.result.Events%checkEvery == 0 {
@@ -283,7 +280,6 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 			r.result.FirstOOMEvent, r.result.FirstOOMLine = i, ev.Line
 		}
 		r.emit(i, ev, allocators.Block{}, false)
-		r.observe()
 		if r.stopOnOOM {
 			r.result.Stopped = true
 		}
@@ -303,7 +299,6 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 		r.chk.onAlloc(ev.Size, ev.Align, b)
 	}
 	r.emit(i, ev, b, true)
-	r.observe()
 	return nil
 }
 
@@ -327,12 +322,11 @@ func (r *runner) doFree(ev *trace.Event, i int64) error {
 	r.live -= ev.Size
 	r.inUse -= b.Size
 	r.emit(i, ev, b, true)
-	r.observe()
 	return nil
 }
 
-// observe updates the peaks and the fragmentation metric after a call into
-// the allocator.
+// observe updates the peaks and samples the fragmentation metric; it runs
+// after every event, so the metric's mean is over the trace's events.
 func (r *runner) observe() {
 	res := &r.result
 	reserved := r.space.Stats().ReservedBytes

@@ -200,6 +200,8 @@ func TestBadConfig(t *testing.T) {
 	assert.ErrorContains(t, err, `bfc: bad option: bfc.allow_growth="sometimes"`)
 	_, err = Replay(context.Background(), reader(t, nil), Config{})
 	assert.Error(t, err)
+	_, err = Replay(context.Background(), reader(t, nil), config(1<<20, "bfc", "bfc"))
+	assert.EqualError(t, err, "allocator bfc is listed twice")
 }
 
 func TestCancelled(t *testing.T) {

@@ -199,6 +199,13 @@ func TestReplayEventsOut(t *testing.T) {
 	code, _, stderr := cli(t, "", "replay", bundled+"nodups.jsonl", bundled+"random.jsonl", "--events-out", filepath.Join(dir, "x"))
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "--events-out takes one trace")
+
+	// A failed run leaves neither the file nor the directories made for it.
+	bad := writeTrace(t, `{"op":"free","id":1}`)
+	nested := filepath.Join(dir, "a", "b", "events.jsonl")
+	code, _, stderr = cli(t, "", "replay", bad, "--events-out", nested)
+	assert.Equal(t, 2, code, stderr)
+	assert.NoDirExists(t, filepath.Join(dir, "a"))
 }
 
 // readDecompressed returns a file's text, decompressing .zst and .gz.
@@ -247,6 +254,7 @@ func TestReplayUsageErrors(t *testing.T) {
 		{[]string{"replay"}, "replay needs at least one trace file, or - for standard input"},
 		{[]string{"replay", "--bogus", "x"}, "unknown flag: --bogus (see 'bfcsim replay --help')"},
 		{[]string{"replay", "-a", "tlsf", "x"}, `unknown allocator "tlsf" (want one of bfc, arena, aligned, naive)`},
+		{[]string{"replay", "-a", "bfc,naive,bfc", "x"}, "-a lists bfc twice"},
 		{[]string{"replay", "-f", "yaml", "x"}, `unknown format "yaml" (want one of table, json, markdown, csv)`},
 		{[]string{"replay", "--set", "bfc.allow_growth", "x"}, `want NAME.KEY=VALUE`},
 		{[]string{"replay", "-a", "naive", "--set", "bfc.allow_growth=false", "x"}, "bfc is not being replayed"},

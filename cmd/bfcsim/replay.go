@@ -132,9 +132,12 @@ func runReplay(cmd *cobra.Command, e *env, o *replayOptions, paths []string) err
 	if len(o.allocators) == 0 {
 		return fmt.Errorf("no allocators given (-a)")
 	}
-	for _, n := range o.allocators {
+	for i, n := range o.allocators {
 		if _, err := allocators.Lookup(n); err != nil {
 			return err
+		}
+		if slices.Contains(o.allocators[:i], n) {
+			return fmt.Errorf("-a lists %s twice", n)
 		}
 	}
 	per, spaceOpts, err := parseSets(o.sets, o.allocators)
@@ -257,17 +260,25 @@ func writeReportDir(dir string, rep report.Report) error {
 // own temporary file, and commit joins them, in allocator order, into the
 // destination, atomically. Nothing is left behind on failure.
 type eventsSink struct {
-	path  string
-	temps map[string]*os.File
+	path      string
+	temps     map[string]*os.File
+	createdAt string // the outermost directory it created, or ""
+	committed bool
 }
 
 func newEventsSink(path string) (*eventsSink, error) {
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, err
+	s := &eventsSink{path: path, temps: map[string]*os.File{}}
+	dir := filepath.Dir(path)
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || d == filepath.Dir(d) {
+			break
 		}
+		s.createdAt = d
 	}
-	return &eventsSink{path: path, temps: map[string]*os.File{}}, nil
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // writer is sim.Config.Events. It runs before the workers start, one
@@ -282,7 +293,7 @@ func (s *eventsSink) writer(allocator string) io.Writer {
 }
 
 func (s *eventsSink) commit(order []string) error {
-	return writeFileAtomic(s.path, func(w io.Writer) error {
+	err := writeFileAtomic(s.path, func(w io.Writer) error {
 		for _, name := range order {
 			f := s.temps[name]
 			if f == nil {
@@ -297,12 +308,23 @@ func (s *eventsSink) commit(order []string) error {
 		}
 		return nil
 	})
+	s.committed = err == nil
+	return err
 }
 
+// cleanup removes the temporary files and, after a failed run, the
+// directories newEventsSink created, so nothing is left behind.
 func (s *eventsSink) cleanup() {
 	for _, f := range s.temps {
 		f.Close()
 		os.Remove(f.Name())
+	}
+	if !s.committed && s.createdAt != "" {
+		for d := filepath.Dir(s.path); ; d = filepath.Dir(d) {
+			if os.Remove(d) != nil || d == s.createdAt { // only empty directories go
+				break
+			}
+		}
 	}
 }
 
