@@ -13,22 +13,33 @@ package allocators
 //     current chunk a new one is reserved, twice the size of the last (at
 //     least arena.chunk, at least the request). On reset every chunk but the
 //     largest is released, so after a few iterations one chunk holds a whole
-//     iteration and the arena stops calling the device. A fixed arena sized
-//     to the whole device would make every comparison read "100% wasted".
+//     iteration and the arena stops calling the device. (A fixed arena sized
+//     to the whole device would make every comparison read "100% wasted".)
 //
-// Resets: with arena.reset=empty (the default) the arena resets whenever its
+// Resets: with arena.reset=empty (the default) an arena resets whenever its
 // live count returns to zero; with arena.reset=step it resets only at step
 // events, and only if nothing is live then (a step with live blocks is
 // counted as a pinned reset: long-lived blocks pin an arena).
 //
+// Persistent and transient arenas (arena.split=first-step): one long-lived
+// block pins a single arena for good, and a model's weights are exactly
+// that. Inference engines therefore keep weights in a persistent arena and
+// activations in a transient one. With the split, allocations made before
+// the trace's first step event (the loading phase) go to a persistent arena,
+// growable, that resets only if it empties; the rest go to the transient
+// arena, to which arena.size and arena.reset apply.
+//
 // Accounting: a block's in-use size is the request rounded up to the arena's
 // alignment. Freed blocks stay unusable until the reset, so they show up as
 // free-but-unusable pool memory in TensorFlow's fragmentation metric.
-// high_water_bytes is the most bytes bumped between two resets, alignment
-// gaps included: the size a planned, fixed arena would need.
+// high_water_bytes is the most bytes the transient arena bumped between two
+// resets, alignment gaps included: the size a planned, fixed arena would
+// need; persistent_bytes is the same for the persistent arena.
 //
-// Departure: persistent/transient arena pairs and falling back to another
-// allocator when full are not modelled.
+// Departures: an arena keeps no record of its blocks, so, like a real one,
+// it cannot tell a double free from a free (the checker in sim can); a free
+// of an address outside its chunks is refused. Falling back to another
+// allocator when the arena is full is not modelled.
 
 import "fmt"
 
@@ -37,14 +48,16 @@ var arenaOptions = []Option{
 	{Key: "chunk", Default: "2MiB", Help: "first chunk size of a growable arena"},
 	{Key: "align", Default: "16", Help: "default alignment and size rounding of blocks (a power of two)"},
 	{Key: "reset", Default: "empty", Help: "when to reset: empty (whenever nothing is live) or step (at step events, if nothing is live)"},
+	{Key: "split", Default: "none", Help: "none (one arena) or first-step (allocations before the first step event go to a persistent arena)"},
 }
 
 // ArenaConfig configures an Arena.
 type ArenaConfig struct {
-	SizeBytes   uint64 // fixed size; 0 for growable
+	SizeBytes   uint64 // fixed size of the (transient) arena; 0 for growable
 	ChunkBytes  uint64 // first chunk of a growable arena
 	Align       uint64 // default alignment, a power of two
 	ResetAtStep bool   // reset only at step events
+	Split       bool   // allocations before the first step go to a persistent arena
 }
 
 // DefaultArenaConfig returns a growable arena with 2 MiB first chunk and
@@ -63,6 +76,7 @@ func newArenaFromOptions(sp Space, o Options) (Allocator, map[string]any, error)
 		ChunkBytes:  s.Size("chunk"),
 		Align:       s.PowerOfTwo("align"),
 		ResetAtStep: s.Choice("reset", "empty", "step") == "step",
+		Split:       s.Choice("split", "none", "first-step") == "first-step",
 	}
 	if cfg.ChunkBytes == 0 {
 		s.fail("chunk", s.raw("chunk"), "a size > 0")
@@ -79,17 +93,32 @@ func newArenaFromOptions(sp Space, o Options) (Allocator, map[string]any, error)
 
 type arenaChunk struct{ addr, size uint64 }
 
-// Arena implements Allocator as a bump-pointer arena.
-type Arena struct {
-	space  Space
-	cfg    ArenaConfig
-	chunks []arenaChunk // the last one is current
-	off    uint64       // bump offset in the current chunk
-	bumped uint64       // bytes bumped since the last reset, in all chunks
-	live   int64
+// bumpArena is one arena: its chunks, bump offset and counters.
+type bumpArena struct {
+	fixed     bool
+	chunks    []arenaChunk // the last one is current
+	off       uint64       // bump offset in the current chunk
+	bumped    uint64       // bytes bumped since the last reset, in all chunks
+	live      int64
+	highWater uint64
+	resets    int64
+	pinned    int64
+}
 
-	numAllocs, resets, pinnedResets int64
-	highWater                       uint64
+// The parts of an Arena; a block's Handle says which it came from.
+const (
+	transient  = 0
+	persistent = 1
+)
+
+// Arena implements Allocator as a bump-pointer arena, or a persistent and a
+// transient one.
+type Arena struct {
+	space     Space
+	cfg       ArenaConfig
+	parts     [2]bumpArena
+	sawStep   bool
+	numAllocs int64
 }
 
 var (
@@ -110,7 +139,7 @@ func NewArena(sp Space, cfg ArenaConfig) (*Arena, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reserving a %d-byte arena: %w", cfg.SizeBytes, err)
 		}
-		a.chunks = append(a.chunks, arenaChunk{addr, cfg.SizeBytes})
+		a.parts[transient] = bumpArena{fixed: true, chunks: []arenaChunk{{addr, cfg.SizeBytes}}}
 	}
 	return a, nil
 }
@@ -122,42 +151,47 @@ func (a *Arena) Allocate(size, align uint64) (Block, error) {
 	if n < size {
 		return Block{}, ErrOutOfMemory
 	}
-	if k := len(a.chunks); k > 0 {
-		c := a.chunks[k-1]
-		start := alignUp(c.addr+a.off, align)
+	part := transient
+	if a.cfg.Split && !a.sawStep {
+		part = persistent
+	}
+	p := &a.parts[part]
+	if k := len(p.chunks); k > 0 {
+		c := p.chunks[k-1]
+		start := alignUp(c.addr+p.off, align)
 		if start >= c.addr && start-c.addr+n <= c.size && start+n > start {
-			return a.bump(c, start, n), nil
+			return a.bump(p, part, c, start, n), nil
 		}
 	}
-	if a.cfg.SizeBytes > 0 {
+	if p.fixed {
 		return Block{}, ErrOutOfMemory
 	}
-	c, err := a.grow(n, align)
+	c, err := a.grow(p, n, align)
 	if err != nil {
 		return Block{}, err
 	}
-	return a.bump(c, alignUp(c.addr, align), n), nil
+	return a.bump(p, part, c, alignUp(c.addr, align), n), nil
 }
 
-func (a *Arena) bump(c arenaChunk, start, n uint64) Block {
+func (a *Arena) bump(p *bumpArena, part int, c arenaChunk, start, n uint64) Block {
 	end := start + n - c.addr
-	a.bumped += end - a.off
-	a.off = end
-	a.highWater = max(a.highWater, a.bumped)
-	a.live++
+	p.bumped += end - p.off
+	p.off = end
+	p.highWater = max(p.highWater, p.bumped)
+	p.live++
 	a.numAllocs++
-	return Block{Addr: start, Size: n}
+	return Block{Addr: start, Size: n, Handle: uint64(part)}
 }
 
-// grow reserves a new current chunk able to hold n bytes at the alignment.
-func (a *Arena) grow(n, align uint64) (arenaChunk, error) {
+// grow reserves a new current chunk for p able to hold n bytes at the alignment.
+func (a *Arena) grow(p *bumpArena, n, align uint64) (arenaChunk, error) {
 	need := n
 	if align > a.space.Granule() {
 		need += align - a.space.Granule()
 	}
 	size := a.cfg.ChunkBytes
-	if k := len(a.chunks); k > 0 {
-		size = 2 * a.chunks[k-1].size
+	if k := len(p.chunks); k > 0 {
+		size = 2 * p.chunks[k-1].size
 	}
 	size = max(size, need)
 	addr, err := a.space.Reserve(size)
@@ -170,49 +204,69 @@ func (a *Arena) grow(n, align uint64) (arenaChunk, error) {
 		return arenaChunk{}, err
 	}
 	c := arenaChunk{addr, size}
-	a.chunks = append(a.chunks, c)
-	a.off = 0
+	p.chunks = append(p.chunks, c)
+	p.off = 0
 	return c, nil
 }
 
 // Free forgets a block; the memory comes back only at the next reset.
 func (a *Arena) Free(b Block) error {
-	if a.live == 0 {
+	if b.Handle > persistent {
+		return fmt.Errorf("%w: arena has no block at %#x", ErrNotLive, b.Addr)
+	}
+	p := &a.parts[b.Handle]
+	inside := false
+	for _, c := range p.chunks {
+		if c.addr <= b.Addr && b.Addr-c.addr < c.size {
+			inside = true
+			break
+		}
+	}
+	if !inside || p.live == 0 {
 		return fmt.Errorf("%w: arena has no live block at %#x", ErrNotLive, b.Addr)
 	}
-	a.live--
-	if a.live == 0 && !a.cfg.ResetAtStep {
-		a.reset()
+	p.live--
+	if p.live == 0 && !a.cfg.ResetAtStep {
+		a.reset(p)
 	}
 	return nil
 }
 
-// Step resets the arena if nothing is live and resets are tied to steps.
+// Step marks the end of the loading phase and, with reset=step, resets every
+// part that is empty.
 func (a *Arena) Step() {
+	a.sawStep = true
 	if !a.cfg.ResetAtStep {
 		return
 	}
-	if a.live > 0 {
-		a.pinnedResets++
-		return
+	for i := range a.parts {
+		p := &a.parts[i]
+		switch {
+		case p.live == 0:
+			a.reset(p)
+		case i == transient:
+			p.pinned++
+		}
 	}
-	a.reset()
 }
 
-// reset empties the arena, keeping only the largest chunk of a growable one.
-func (a *Arena) reset() {
-	a.resets++
-	a.off, a.bumped = 0, 0
-	if len(a.chunks) <= 1 {
+// reset empties p, keeping only its largest chunk if it is growable.
+func (a *Arena) reset(p *bumpArena) {
+	if len(p.chunks) == 0 {
+		return
+	}
+	p.resets++
+	p.off, p.bumped = 0, 0
+	if len(p.chunks) == 1 {
 		return
 	}
 	largest := 0
-	for i, c := range a.chunks {
-		if c.size >= a.chunks[largest].size {
+	for i, c := range p.chunks {
+		if c.size >= p.chunks[largest].size {
 			largest = i
 		}
 	}
-	for i, c := range a.chunks {
+	for i, c := range p.chunks {
 		if i == largest {
 			continue
 		}
@@ -220,29 +274,43 @@ func (a *Arena) reset() {
 			panic(fmt.Sprintf("arena: releasing chunk %#x+%d: %v", c.addr, c.size, err))
 		}
 	}
-	a.chunks = append(a.chunks[:0], a.chunks[largest])
+	p.chunks = append(p.chunks[:0], p.chunks[largest])
 }
 
-// LargestFreeBytes is what is left of the current chunk.
+// LargestFreeBytes is the most left in a current chunk.
 func (a *Arena) LargestFreeBytes() uint64 {
-	if len(a.chunks) == 0 {
-		return 0
+	var most uint64
+	for i := range a.parts {
+		p := &a.parts[i]
+		if k := len(p.chunks); k > 0 {
+			most = max(most, p.chunks[k-1].size-p.off)
+		}
 	}
-	return a.chunks[len(a.chunks)-1].size - a.off
+	return most
 }
 
 // Stats returns the arena's counters.
 func (a *Arena) Stats() map[string]int64 {
 	var held uint64
-	for _, c := range a.chunks {
-		held += c.size
+	var chunks int
+	for i := range a.parts {
+		for _, c := range a.parts[i].chunks {
+			held += c.size
+		}
+		chunks += len(a.parts[i].chunks)
 	}
-	return map[string]int64{
+	t, p := &a.parts[transient], &a.parts[persistent]
+	st := map[string]int64{
 		"num_allocs":       a.numAllocs,
-		"high_water_bytes": int64(a.highWater),
-		"resets":           a.resets,
-		"pinned_resets":    a.pinnedResets,
-		"chunks":           int64(len(a.chunks)),
+		"high_water_bytes": int64(t.highWater),
+		"resets":           t.resets,
+		"pinned_resets":    t.pinned,
+		"chunks":           int64(chunks),
 		"pool_bytes":       int64(held),
 	}
+	if a.cfg.Split {
+		st["persistent_bytes"] = int64(p.highWater)
+		st["persistent_resets"] = p.resets
+	}
+	return st
 }

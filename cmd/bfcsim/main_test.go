@@ -35,7 +35,7 @@ func TestReplayTable(t *testing.T) {
 	assert.Empty(t, stderr, "no progress bar outside a terminal")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.GreaterOrEqual(t, len(lines), 6)
-	assert.True(t, strings.HasPrefix(lines[0], "transformer-train: 7,544 events"), lines[0])
+	assert.True(t, strings.HasPrefix(lines[0], "transformer-train: 7,545 events"), lines[0])
 	assert.Regexp(t, `^ALLOCATOR\s+PEAK RESERVED\s+PEAK IN USE\s+FRAG`, lines[1])
 	for i, name := range []string{"bfc", "arena", "aligned", "naive"} {
 		assert.Regexp(t, "^"+name+`\s+\d+\.\d\d [KMGT]iB\s`, lines[2+i])

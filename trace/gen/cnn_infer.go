@@ -12,7 +12,8 @@ import (
 // blocks of two 3×3 convolutions, batch norm folded into the convolutions'
 // biases, as inference engines do) in fp16:
 //
-//  1. At the start, the weights and biases, never freed.
+//  1. At the start, the weights and biases, never freed, then a step named
+//     "load" that ends the loading phase.
 //  2. Each run: the input batch; the stem (7×7 convolution, stride 2, and a
 //     stride-2 max pool); Stages stages of BlocksPerStage blocks, the first
 //     block of every stage after the first halving the resolution and
@@ -26,7 +27,12 @@ import (
 //     event, named by the run's 0-based index, ends it.
 //
 // Every run has the same lifetimes, only scaled by its batch size
-// (BatchJitter): a trace an arena that resets at each step serves perfectly.
+// (BatchJitter), and frees everything it allocated. An arena that keeps the
+// weights apart (arena.split=first-step) therefore resets after every run
+// and stops calling the device once one chunk holds a run; a single arena
+// cannot, because the weights pin it. A bump arena still needs every byte a
+// run allocates (about 270 MiB at the defaults), not just the run's peak
+// (about 42 MiB): packing a run into its peak is an offline planner's job.
 type CNNInfer struct {
 	// Seed drives the batch sizes (see BatchJitter).
 	Seed uint64 `help:"seed for the per-run batch sizes"`
@@ -187,6 +193,7 @@ func (g *cnnGen) run() {
 	classes := int64(g.c.Classes)
 	e.alloc(classes*g.top*fp16Bytes, "fc.weight")
 	e.alloc(classes*fp16Bytes, "fc.bias")
+	e.step(loadStep)
 
 	for r := 0; r < g.c.Runs && e.err == nil; r++ {
 		g.b = int64(jittered(g.rng, g.c.Batch, g.c.BatchJitter, 1))

@@ -26,8 +26,9 @@
 //     one another.
 //   - cnn-infer (CNNInfer) models inference of a ResNet-like network: every
 //     run has the same lifetimes (workspaces freed at once, residual inputs
-//     kept until the add) and frees everything before its step. It is the
-//     friendly case, which an arena serves perfectly: a baseline.
+//     kept until the add) and frees everything before its step: the case
+//     where an arena that keeps the weights apart resets after every run,
+//     a baseline for arenas and planners.
 //   - random (Random) is the memoryless classic: log-uniform sizes, the live
 //     count held around a target, uniformly random frees. It streams any
 //     number of events in constant memory, for throughput and latency runs.

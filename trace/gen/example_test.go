@@ -66,5 +66,5 @@ func ExampleNew() {
 		s.Events, s.Allocs, s.Frees, s.Steps, s.PeakLiveBytes, s.LiveBytes)
 	// Output:
 	// cnn-infer runs=3 batch=1 image-size=224 base-channels=64 stages=4 blocks-per-stage=2 seed=1
-	// 315 events: 177 allocs, 135 frees, 3 steps; peak live 28964048 bytes, 23369424 live at the end
+	// 316 events: 177 allocs, 135 frees, 4 steps; peak live 28964048 bytes, 23369424 live at the end
 }

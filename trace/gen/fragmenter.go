@@ -54,8 +54,11 @@ type Fragmenter struct {
 
 // DefaultFragmenter returns 8 rounds of 4 MiB each, from 1024 blocks of
 // 4 KiB to 8 blocks of 512 KiB, and a final request of 1 MiB: about 4,000
-// events, under 0.2 MB of JSONL. The peak live bytes are about 8 MiB; a
-// non-moving allocator needs about 33 MiB.
+// events, under 0.2 MB of JSONL. The peak live bytes are about 8 MiB, but
+// an allocator that never moves blocks spreads them over about 33 MiB of
+// addresses (every round's 4 MiB plus the last request): on a 32 MiB
+// first-fit device even naive fails the final request, and bfc with growth
+// reserves 62 MiB for it.
 func DefaultFragmenter() Fragmenter {
 	return Fragmenter{
 		Seed:      1,

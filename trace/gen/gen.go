@@ -145,6 +145,11 @@ func (e *emitter) free(id uint64) {
 	e.send(trace.Event{Op: trace.OpFree, ID: id})
 }
 
+// loadStep names the step the ML workloads emit once their weights are
+// loaded: it ends the loading phase, so that an arena can keep what was
+// loaded apart from what each iteration allocates (arena.split=first-step).
+const loadStep = "load"
+
 // step emits a step event named name.
 func (e *emitter) step(name string) { e.send(trace.Event{Op: trace.OpStep, Name: name}) }
 

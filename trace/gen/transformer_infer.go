@@ -12,7 +12,8 @@ import (
 // in fp16, the way a naive framework (Hugging Face transformers before static
 // caches) allocates:
 //
-//  1. At the start, the weights, never freed.
+//  1. At the start, the weights, never freed, then a step named "load" that
+//     ends the loading phase.
 //  2. Each request (a batch of Batch sequences of one prompt length):
 //     prefill runs the whole prompt through every block, creating each
 //     block's key and value caches, and computes logits for every prompt
@@ -127,6 +128,7 @@ func (g *inferGen) run() {
 	for _, p := range transformerParams(g.c.Layers, g.c.Hidden, g.c.Vocab, g.c.PromptLen+g.c.GenTokens) {
 		g.e.alloc(p.elems*fp16Bytes, p.name)
 	}
+	g.e.step(loadStep)
 	for r := 0; r < g.c.Requests && g.e.err == nil; r++ {
 		prompt := int64(jittered(g.rng, g.c.PromptLen, g.c.LenJitter, 1))
 		gen := int64(jittered(g.rng, g.c.GenTokens, g.c.LenJitter, 1))

@@ -12,7 +12,8 @@ import (
 // decoder, the way a PyTorch training loop with fp16 weights, fp32 master
 // weights and Adam allocates:
 //
-//  1. At the start, the fp16 weights, never freed.
+//  1. At the start, the fp16 weights, never freed, then a step named "load"
+//     that ends the loading phase.
 //  2. Each step: the batch (token ids and targets, int64); the forward pass,
 //     which keeps the activations autograd saves for backward and frees
 //     short-lived temporaries (attention scores, GEMM workspaces, pre-dropout
@@ -140,6 +141,7 @@ func (g *trainGen) run() {
 		g.e.alloc(p.elems*fp16Bytes, p.name)
 	}
 	g.grads = make([]uint64, len(g.params))
+	g.e.step(loadStep)
 	for step := 0; step < g.c.Steps && g.e.err == nil; step++ {
 		g.seq = int64(jittered(g.rng, g.c.SeqLen, g.c.SeqJitter, 8))
 		g.tok = int64(g.c.Batch) * g.seq
