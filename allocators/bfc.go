@@ -71,7 +71,10 @@ const (
 	// bfcGrowthStart is the first region size with allow_growth: 2 MiB.
 	bfcGrowthStart = 2 << 20
 	// bfcBackpedalFactor shrinks a refused region request (kBackpedalFactor).
-	bfcBackpedalFactor = 0.9
+	// TF declares it a float, so the product is computed in single
+	// precision; from about 500 MiB up that differs from double precision
+	// after rounding to 256 bytes, and bfcsim follows TF.
+	bfcBackpedalFactor float32 = 0.9
 )
 
 const noChunk = -1
@@ -79,7 +82,10 @@ const noChunk = -1
 // BFCConfig is the BFC allocator's configuration. Its zero value is not
 // useful; start from DefaultBFCConfig.
 type BFCConfig struct {
-	// MemoryLimit caps the pool (TF's total_memory); 0 means the space's capacity.
+	// MemoryLimit caps the pool (TF's total_memory); 0 means the space's
+	// capacity. A limit above the capacity is kept, as in TF when the
+	// configured limit exceeds the device's free memory: the device refuses
+	// the region and Extend backpedals.
 	MemoryLimit uint64
 	// AllowGrowth starts with a 2 MiB region and grows on demand; without it
 	// the first region is the whole memory limit.
@@ -106,7 +112,7 @@ var bfcOptions = []Option{
 	{Key: "garbage_collection", Default: "false", Help: "release wholly free regions before failing an allocation (TF's GPU default is true)"},
 	{Key: "fragmentation_fraction", Default: "0", Help: "split a chunk when its slack exceeds this fraction of the memory limit (0: the 128 MiB rule)"},
 	{Key: "coalescing_regions", Default: "false", Help: "join regions adjacent in the address space, like TF's virtual-memory sub-allocator"},
-	{Key: "memory_limit", Default: "0", Help: "the pool's limit in bytes (0: the device capacity)"},
+	{Key: "memory_limit", Default: "0", Help: "the pool's limit in bytes (0: the device capacity; a larger limit makes the device refuse and BFC backpedal, as in TF)"},
 }
 
 func newBFCFromOptions(sp Space, o Options) (Allocator, map[string]any, error) {
@@ -121,7 +127,7 @@ func newBFCFromOptions(sp Space, o Options) (Allocator, map[string]any, error) {
 		CoalescingRegions:     s.Bool("coalescing_regions"),
 		MemoryLimit:           s.Size("memory_limit"),
 	}
-	if cfg.FragmentationFraction < 0 || cfg.FragmentationFraction > 1 {
+	if !(cfg.FragmentationFraction >= 0 && cfg.FragmentationFraction <= 1) {
 		s.fail("fragmentation_fraction", s.raw("fragmentation_fraction"), "a fraction between 0 and 1")
 	}
 	if err := s.Err(); err != nil {
@@ -195,7 +201,7 @@ var (
 // first allocation.
 func NewBFC(sp Space, cfg BFCConfig) *BFC {
 	limit := cfg.MemoryLimit
-	if limit == 0 || limit > sp.Capacity() {
+	if limit == 0 {
 		limit = sp.Capacity()
 	}
 	b := &BFC{space: sp, cfg: cfg, memoryLimit: limit, nextAllocID: 1}
@@ -253,9 +259,12 @@ func (b *BFC) Allocate(size, align uint64) (Block, error) {
 	return Block{}, ErrOutOfMemory
 }
 
+// block describes chunk h to the caller. The Handle carries the chunk's
+// index in its low 32 bits and its allocation id in the high 32, so that a
+// stale block (freed, its chunk since reused) is told from a live one.
 func (b *BFC) block(h int32) Block {
 	c := &b.chunks[h]
-	return Block{Addr: c.ptr, Size: c.size, Handle: uint64(h)}
+	return Block{Addr: c.ptr, Size: c.size, Handle: uint64(uint32(h)) | uint64(c.allocID)<<32}
 }
 
 // findChunk is TF's FindChunkPtr: the first chunk >= rounded in (size,
@@ -312,8 +321,12 @@ func (b *BFC) splitChunk(h int32, num uint64) {
 
 // Free releases a block following TF's DeallocateRawInternal.
 func (b *BFC) Free(blk Block) error {
-	h := int32(blk.Handle)
-	if blk.Handle >= uint64(len(b.chunks)) || !b.chunks[h].inUse() || b.chunks[h].ptr != blk.Addr {
+	idx, gen := uint32(blk.Handle), uint32(blk.Handle>>32)
+	if uint64(idx) >= uint64(len(b.chunks)) {
+		return fmt.Errorf("%w: bfc has no chunk in use at %#x", ErrNotLive, blk.Addr)
+	}
+	h := int32(idx)
+	if c := &b.chunks[h]; !c.inUse() || c.ptr != blk.Addr || uint32(c.allocID) != gen {
 		return fmt.Errorf("%w: bfc has no chunk in use at %#x", ErrNotLive, blk.Addr)
 	}
 	c := &b.chunks[h]
@@ -404,7 +417,7 @@ func (b *BFC) extend(rounded uint64) bool {
 	if err != nil && !b.startedBackpedal {
 		b.startedBackpedal = true
 		for {
-			next := bfcRoundedBytes(uint64(float64(bytes) * bfcBackpedalFactor))
+			next := bfcRoundedBytes(uint64(float32(bytes) * bfcBackpedalFactor))
 			if next >= bytes {
 				next = bytes - bfcMinAllocationSize // classic TF would loop forever here
 			}
@@ -423,9 +436,12 @@ func (b *BFC) extend(rounded uint64) bool {
 	if !increased {
 		b.currRegionBytes *= 2
 	}
-	b.poolBytes += bytes
+	// The region is what the device granted (TF's bytes_received): the
+	// request rounded up to the space's granule, a page on the host.
+	received := alignUp(bytes, b.space.Granule())
+	b.poolBytes += received
 	b.peakPoolBytes = max(b.peakPoolBytes, b.poolBytes)
-	b.addRegion(addr, bytes)
+	b.addRegion(addr, received)
 	return true
 }
 

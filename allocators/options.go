@@ -2,6 +2,7 @@ package allocators
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,8 +88,8 @@ func (s *settings) Bool(key string) bool {
 func (s *settings) Float(key string) float64 {
 	v := s.raw(key)
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil {
-		s.fail(key, v, "a number")
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		s.fail(key, v, "a finite number")
 	}
 	s.effective[key] = f
 	return f
@@ -144,9 +145,19 @@ func (s *settings) Effective() map[string]any { return s.effective }
 // ParseSize parses a byte count: plain bytes, or a number with a binary
 // (KiB, MiB, GiB, TiB) or decimal (KB, MB, GB, TB) unit.
 func ParseSize(text string) (uint64, error) {
-	n, err := humanize.ParseBytes(text)
+	bad := fmt.Errorf("bad size %q: want e.g. 4096, 512MiB, 80GiB or 1GB", text)
+	t := strings.TrimSpace(text)
+	if _, err := strconv.ParseFloat(t, 64); err == nil {
+		// No unit: a count of bytes, which must be whole.
+		n, err := strconv.ParseUint(t, 10, 64)
+		if err != nil {
+			return 0, bad
+		}
+		return n, nil
+	}
+	n, err := humanize.ParseBytes(t)
 	if err != nil {
-		return 0, fmt.Errorf("bad size %q: want e.g. 4096, 512MiB, 80GiB or 1GB", text)
+		return 0, bad
 	}
 	return n, nil
 }

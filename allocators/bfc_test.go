@@ -1,0 +1,42 @@
+package allocators
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A stale block — freed, its chunk or slot since reused at the same address —
+// is refused rather than freeing the live block that replaced it.
+func TestStaleBlockIsRefused(t *testing.T) {
+	for _, name := range []string{"bfc", "aligned"} {
+		sp := NewVirtualSpace(1<<30, CostModel{}, FirstFit)
+		a, _, err := New(name, sp, Options{})
+		require.NoError(t, err)
+		x, err := a.Allocate(256, 0)
+		require.NoError(t, err)
+		require.NoError(t, a.Free(x))
+		y, err := a.Allocate(256, 0)
+		require.NoError(t, err)
+		require.Equal(t, x.Addr, y.Addr, "%s reuses the address", name)
+		assert.ErrorIs(t, a.Free(x), ErrNotLive, name)
+		assert.NoError(t, a.Free(y), "%s: the live block is untouched", name)
+		assert.ErrorIs(t, a.Free(y), ErrNotLive, "%s: double free", name)
+	}
+}
+
+// TF computes the backpedal in single precision: 0.9 × 1.5 GiB rounds to a
+// different 256-byte multiple in float32 than in float64.
+func TestBFCBackpedalIsSinglePrecision(t *testing.T) {
+	sp := NewVirtualSpace(1536<<20, CostModel{}, FirstFit)
+	b := NewBFC(sp, BFCConfig{MemoryLimit: 2 << 30})
+	_, err := b.Allocate(1024, 0)
+	require.NoError(t, err)
+	// The 1.5 GiB device refuses 2 GiB, then backpedals in float32:
+	// 2147483648 → 1932735232 → 1739461632 → 1565515520, which fits. In
+	// float64 the first step would give 1932735488 and the chain would end
+	// at 1565516032.
+	assert.Equal(t, int64(1565515520), b.Stats()["pool_bytes"])
+	assert.Equal(t, int64(4), sp.Stats().ReserveCalls)
+}
