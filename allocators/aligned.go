@@ -37,8 +37,16 @@ var alignedOptions = []Option{
 type Aligned struct {
 	base  Allocator
 	line  uint64
-	table []Block // base blocks, by Handle
-	free  []uint64
+	table []alignedSlot // base blocks, by the low 32 bits of Handle
+	free  []uint32
+}
+
+// alignedSlot holds the base block of one aligned block, and a generation
+// that tells a stale Handle (its slot since reused) from the live one.
+type alignedSlot struct {
+	base Block
+	gen  uint32
+	live bool
 }
 
 var (
@@ -101,29 +109,32 @@ func (a *Aligned) Allocate(size, align uint64) (Block, error) {
 		return Block{}, err
 	}
 	addr := (b.Addr + line) &^ (line - 1)
-	var h uint64
+	var i uint32
 	if k := len(a.free); k > 0 {
-		h = a.free[k-1]
+		i = a.free[k-1]
 		a.free = a.free[:k-1]
-		a.table[h] = b
 	} else {
-		h = uint64(len(a.table))
-		a.table = append(a.table, b)
+		i = uint32(len(a.table))
+		a.table = append(a.table, alignedSlot{})
 	}
-	return Block{Addr: addr, Size: b.Size, Handle: h}, nil
+	slot := &a.table[i]
+	slot.base, slot.live = b, true
+	slot.gen++
+	return Block{Addr: addr, Size: b.Size, Handle: uint64(i) | uint64(slot.gen)<<32}, nil
 }
 
 // Free frees the base block stored for b.
 func (a *Aligned) Free(b Block) error {
-	if b.Handle >= uint64(len(a.table)) || a.table[b.Handle].Size == 0 {
+	i, gen := uint32(b.Handle), uint32(b.Handle>>32)
+	if uint64(i) >= uint64(len(a.table)) || !a.table[i].live || a.table[i].gen != gen {
 		return fmt.Errorf("%w: aligned has no block at %#x", ErrNotLive, b.Addr)
 	}
-	base := a.table[b.Handle]
-	if err := a.base.Free(base); err != nil {
+	slot := &a.table[i]
+	if err := a.base.Free(slot.base); err != nil {
 		return err
 	}
-	a.table[b.Handle] = Block{}
-	a.free = append(a.free, b.Handle)
+	slot.base, slot.live = Block{}, false
+	a.free = append(a.free, i)
 	return nil
 }
 

@@ -40,8 +40,12 @@ type Allocator interface {
 	Allocate(size, align uint64) (Block, error)
 
 	// Free releases b, which must have been returned by this allocator's
-	// Allocate and not freed since. Freeing anything else returns ErrNotLive
-	// and changes nothing.
+	// Allocate and not freed since. Freeing anything else is the caller's
+	// error: an allocator that can tell returns ErrNotLive and changes
+	// nothing (bfc and aligned always can). Like cudaFree and real arenas,
+	// naive and arena cannot tell a stale block from a live one placed at
+	// the same address; sim's checker catches such frees before they reach
+	// an allocator.
 	Free(b Block) error
 }
 
