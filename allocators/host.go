@@ -42,12 +42,14 @@ var (
 	_ Toucher = (*HostSpace)(nil)
 )
 
-// NewHostSpace returns a host space that lets at most capacity bytes be
-// mapped at once. It never writes to memory unless Touch is called.
+// NewHostSpace returns a host space that lets at most capacity bytes
+// (rounded down to the page size) be mapped at once. It never writes to
+// memory unless Touch is called.
 func NewHostSpace(capacity uint64, cost CostModel) (*HostSpace, error) {
+	page := uint64(os.Getpagesize())
 	return &HostSpace{
-		capacity: capacity,
-		page:     uint64(os.Getpagesize()),
+		capacity: capacity &^ (page - 1),
+		page:     page,
 		maps:     btree.NewG(16, func(a, b mapping) bool { return a.addr < b.addr }),
 		acct:     accounting{cost: cost},
 	}, nil

@@ -21,8 +21,10 @@ package allocators
 //     so they stay compact and deterministic.
 //
 // Data structure: the free ranges in an address-ordered treap that keeps each
-// subtree's largest range (internal/freetree). Reserve and Release are
-// O(log n) in the number of holes.
+// subtree's largest range (internal/freetree), and the reservations in a map
+// from start to size, so that a release must cover whole reservations, as
+// cudaFree and munmap of whole mappings do. Reserve and Release are O(log n)
+// in the number of holes.
 //
 // Departure from a real GPU: CUDA maps physical memory in 2 MiB pages and a
 // real cudaMalloc may round small requests up to a page or serve them from a
@@ -61,6 +63,7 @@ type VirtualSpace struct {
 	span           uint64 // size of the address range placed in
 	paged          bool
 	free           freetree.Tree
+	reservations   map[uint64]uint64 // start → rounded size
 	acct           accounting
 }
 
@@ -70,7 +73,8 @@ var _ Space = (*VirtualSpace)(nil)
 // down to the granule) priced by cost.
 func NewVirtualSpace(capacity uint64, cost CostModel, placement Placement) *VirtualSpace {
 	capacity &^= VirtualGranule - 1
-	s := &VirtualSpace{base: VirtualBase, capacity: capacity, span: capacity, acct: accounting{cost: cost}}
+	s := &VirtualSpace{base: VirtualBase, capacity: capacity, span: capacity,
+		reservations: map[uint64]uint64{}, acct: accounting{cost: cost}}
 	if placement == Paged {
 		s.paged = true
 		s.span = max(capacity, pagedVirtualBytes)
@@ -98,18 +102,34 @@ func (s *VirtualSpace) Reserve(n uint64) (uint64, error) {
 		s.acct.failed()
 		return 0, ErrOutOfMemory
 	}
+	s.reservations[addr] = size
 	s.acct.reserved(size)
 	return addr, nil
 }
 
-// Release frees [addr, addr+n rounded up to 256).
+// Release frees [addr, addr+n rounded up to 256), which must be a run of
+// whole, adjacent reservations.
 func (s *VirtualSpace) Release(addr, n uint64) error {
 	size := alignUp(n, VirtualGranule)
-	if n == 0 || addr%VirtualGranule != 0 || addr < s.base || addr+size > s.base+s.span || addr+size < addr {
-		return fmt.Errorf("%w: release of [%#x, +%d) outside the reserved space", ErrNotLive, addr, n)
+	end := addr + size
+	cur := addr
+	for n > 0 && cur < end {
+		sz, ok := s.reservations[cur]
+		if !ok {
+			break
+		}
+		cur += sz
+	}
+	if n == 0 || cur != end {
+		return fmt.Errorf("%w: release of [%#x, +%d), which is not a run of whole reservations", ErrNotLive, addr, n)
+	}
+	for cur = addr; cur < end; {
+		sz := s.reservations[cur]
+		delete(s.reservations, cur)
+		cur += sz
 	}
 	if err := s.free.Add(addr, size); err != nil {
-		return fmt.Errorf("%w: release of [%#x, +%d), part of which is not reserved", ErrNotLive, addr, n)
+		panic(fmt.Sprintf("virtual space: reserved range [%#x, +%d) is also free: %v", addr, size, err))
 	}
 	s.acct.released(size)
 	return nil

@@ -9,7 +9,7 @@ import (
 // checker verifies an allocator from the outside, trusting nothing it says:
 //
 //   - every reservation lies inside the space's bounds, on its granule, and
-//     overlaps no other; every release covers only reserved memory;
+//     overlaps no other; every release covers whole reservations;
 //   - the space's reserved-bytes counter equals the sum the checker saw;
 //   - every block lies inside reserved memory, overlaps no live block, is at
 //     least as large as the request, and honours the requested alignment
@@ -24,8 +24,8 @@ type checker struct {
 	base, lim  uint64
 	granule    uint64
 	capacity   uint64
-	reserved   *intervalSet // merged: what the space has handed out
-	live       *intervalSet // unmerged: [Addr, Addr+request) of every live block
+	reserved   *intervalSet // every reservation the space has handed out
+	live       *intervalSet // [Addr, Addr+request) of every live block
 	maxAlign   uint64       // 0: alignment is honoured without limit
 	violations []string
 }
@@ -34,7 +34,7 @@ func newChecker(name string, sp allocators.Space) *checker {
 	base, lim := sp.Bounds()
 	return &checker{
 		name: name, base: base, lim: lim, granule: sp.Granule(), capacity: sp.Capacity(),
-		reserved: newIntervalSet(true), live: newIntervalSet(false),
+		reserved: newIntervalSet(), live: newIntervalSet(),
 	}
 }
 
@@ -74,8 +74,8 @@ func (c *checker) onReserve(addr, n uint64) {
 
 func (c *checker) beforeRelease(addr, n uint64) {
 	r := c.reservedRange(addr, n)
-	if !c.reserved.covers(r) {
-		c.failf("release of %v, which is not reserved", r)
+	if !c.reserved.coversWhole(r) {
+		c.failf("release of %v, which is not a run of whole reservations", r)
 		return
 	}
 	if o, ok := c.live.overlapping(r); ok {

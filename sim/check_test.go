@@ -61,6 +61,11 @@ func TestCheckerCatchesViolations(t *testing.T) {
 	assert.ErrorContains(t, c.err(), "while live block")
 
 	c, sp = newC()
+	a, _ = sp.Reserve(4096)
+	_ = sp.Release(a+256, 256)
+	assert.ErrorContains(t, c.err(), "not a run of whole reservations")
+
+	c, sp = newC()
 	_, _ = sp.Reserve(4096)
 	c.accounting(8192, sp.Stats(), nil)
 	assert.ErrorContains(t, c.err(), "8192 bytes in use but only 4096 reserved")
@@ -79,23 +84,21 @@ func TestCheckerCatchesViolations(t *testing.T) {
 }
 
 func TestIntervalSet(t *testing.T) {
-	s := newIntervalSet(true)
+	s := newIntervalSet()
 	require.NoError(t, s.add(span{100, 200}))
 	require.NoError(t, s.add(span{200, 300}))
-	assert.Equal(t, 1, s.len(), "touching ranges merge")
-	assert.True(t, s.covers(span{150, 250}))
-	require.NoError(t, s.remove(span{120, 180}))
-	assert.Equal(t, 2, s.len())
-	assert.Equal(t, uint64(140), s.total)
+	assert.Equal(t, 2, s.len(), "touching ranges stay apart")
+	assert.True(t, s.covers(span{150, 250}), "a run of adjacent ranges covers")
+	assert.False(t, s.coversWhole(span{150, 300}))
+	assert.True(t, s.coversWhole(span{100, 300}))
 	assert.Error(t, s.add(span{170, 190}))
-	assert.Error(t, s.remove(span{110, 130}))
-
-	u := newIntervalSet(false)
-	require.NoError(t, u.add(span{0, 10}))
-	require.NoError(t, u.add(span{10, 20}))
-	assert.Equal(t, 2, u.len())
-	assert.Error(t, u.remove(span{0, 5}), "unmerged ranges are removed whole")
-	assert.NoError(t, u.remove(span{10, 20}))
+	assert.Error(t, s.remove(span{120, 180}), "part of a range")
+	require.NoError(t, s.remove(span{100, 300}), "a run of whole ranges")
+	assert.Zero(t, s.len())
+	assert.Zero(t, s.total)
+	require.NoError(t, s.add(span{0, 10}))
+	require.NoError(t, s.add(span{20, 30}))
+	assert.False(t, s.covers(span{5, 25}), "a gap breaks the run")
 }
 
 // FuzzAllocator: any sequence of allocs and frees, on any allocator and a

@@ -11,17 +11,15 @@ type span struct{ start, end uint64 }
 
 func (s span) String() string { return fmt.Sprintf("[%#x, %#x)", s.start, s.end) }
 
-// intervalSet is a set of disjoint address ranges. With merge, touching
-// ranges are joined, so the set describes a region of memory however it was
-// built up; without, every range stays the unit it was added as.
+// intervalSet is a set of disjoint address ranges, each kept as the unit it
+// was added as (touching ranges are not joined).
 type intervalSet struct {
 	t     *btree.BTreeG[span]
 	total uint64
-	merge bool
 }
 
-func newIntervalSet(merge bool) *intervalSet {
-	return &intervalSet{t: btree.NewG(16, func(a, b span) bool { return a.start < b.start }), merge: merge}
+func newIntervalSet() *intervalSet {
+	return &intervalSet{t: btree.NewG(16, func(a, b span) bool { return a.start < b.start })}
 }
 
 // floor returns the range with the largest start <= addr.
@@ -63,39 +61,50 @@ func (s *intervalSet) add(r span) error {
 		return fmt.Errorf("%v overlaps %v", r, o)
 	}
 	s.total += r.end - r.start
-	if s.merge {
-		if p, ok := s.floor(r.start); ok && p.end == r.start {
-			s.t.Delete(p)
-			r.start = p.start
-		}
-		if n, ok := s.ceil(r.end); ok && n.start == r.end {
-			s.t.Delete(n)
-			r.end = n.end
-		}
-	}
 	s.t.ReplaceOrInsert(r)
 	return nil
 }
 
-// covers reports whether r lies inside one range of the set.
-func (s *intervalSet) covers(r span) bool {
-	p, ok := s.floor(r.start)
-	return ok && p.end >= r.end
+// run returns the ranges of the set that cover r without a gap, in order,
+// starting with the one holding r.start; ok is false if a byte of r is not
+// covered.
+func (s *intervalSet) run(r span) (ranges []span, ok bool) {
+	p, found := s.floor(r.start)
+	if !found || p.end <= r.start {
+		return nil, false
+	}
+	ranges = append(ranges, p)
+	for p.end < r.end {
+		n, found := s.ceil(p.end)
+		if !found || n.start != p.end {
+			return nil, false
+		}
+		ranges = append(ranges, n)
+		p = n
+	}
+	return ranges, true
 }
 
-// remove takes r out of the set; r must lie inside one range (and, without
-// merge, be exactly one range).
+// covers reports whether every byte of r lies in the set's ranges.
+func (s *intervalSet) covers(r span) bool {
+	_, ok := s.run(r)
+	return ok
+}
+
+// coversWhole reports whether r is exactly a run of whole ranges.
+func (s *intervalSet) coversWhole(r span) bool {
+	ranges, ok := s.run(r)
+	return ok && ranges[0].start == r.start && ranges[len(ranges)-1].end == r.end
+}
+
+// remove takes out r, which must be exactly a run of whole ranges.
 func (s *intervalSet) remove(r span) error {
-	p, ok := s.floor(r.start)
-	if !ok || p.end < r.end || (!s.merge && p != r) {
+	ranges, ok := s.run(r)
+	if !ok || ranges[0].start != r.start || ranges[len(ranges)-1].end != r.end {
 		return fmt.Errorf("%v is not held", r)
 	}
-	s.t.Delete(p)
-	if p.start < r.start {
-		s.t.ReplaceOrInsert(span{p.start, r.start})
-	}
-	if r.end < p.end {
-		s.t.ReplaceOrInsert(span{r.end, p.end})
+	for _, x := range ranges {
+		s.t.Delete(x)
 	}
 	s.total -= r.end - r.start
 	return nil

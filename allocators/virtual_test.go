@@ -1,0 +1,61 @@
+package allocators
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestVirtualSpaceReleasesWholeReservations(t *testing.T) {
+	sp := NewVirtualSpace(1<<20, DefaultCostModel(), FirstFit)
+	a, err := sp.Reserve(4096)
+	require.NoError(t, err)
+	b, err := sp.Reserve(1000) // rounded to 1024, placed right after a
+	require.NoError(t, err)
+	require.Equal(t, a+4096, b)
+
+	assert.ErrorIs(t, sp.Release(a+256, 256), ErrNotLive, "part of a reservation")
+	assert.ErrorIs(t, sp.Release(a, 256), ErrNotLive, "the head of a reservation")
+	assert.ErrorIs(t, sp.Release(a, 4096+512), ErrNotLive, "one and a half reservations")
+	assert.ErrorIs(t, sp.Release(b+1024, 256), ErrNotLive, "free space")
+	assert.Equal(t, uint64(5120), sp.Stats().ReservedBytes, "refused releases change nothing")
+
+	require.NoError(t, sp.Release(a, 4096+1000), "a run of adjacent reservations, as BFC's joined regions")
+	assert.Zero(t, sp.Stats().ReservedBytes)
+	assert.Equal(t, int64(1), sp.Stats().ReleaseCalls)
+	c, err := sp.Reserve(1 << 20)
+	require.NoError(t, err, "the released ranges merged back into the whole device")
+	assert.Equal(t, a, c)
+}
+
+func TestVirtualSpacePaged(t *testing.T) {
+	sp := NewVirtualSpace(8192, CostModel{}, Paged)
+	base, limit := sp.Bounds()
+	assert.Equal(t, uint64(VirtualBase), base)
+	assert.Equal(t, uint64(VirtualBase+pagedVirtualBytes), limit)
+	a, _ := sp.Reserve(4096)
+	_, _ = sp.Reserve(2048)
+	require.NoError(t, sp.Release(a, 4096))
+	c, err := sp.Reserve(6144)
+	require.NoError(t, err, "only the bytes reserved count, not the holes")
+	assert.Equal(t, a+6144, c, "placed after the live reservation, in the large virtual range")
+	_, err = sp.Reserve(256)
+	assert.ErrorIs(t, err, ErrOutOfMemory, "the capacity is full")
+	assert.Zero(t, sp.LargestFreeBytes())
+}
+
+func TestParseSize(t *testing.T) {
+	for text, want := range map[string]uint64{
+		"4096": 4096, "80GiB": 80 << 30, "512MiB": 512 << 20, "4KiB": 4096, "1GB": 1_000_000_000,
+		"1.5KiB": 1536, " 2MiB ": 2 << 20, "0": 0, "16gib": 16 << 30,
+	} {
+		got, err := ParseSize(text)
+		require.NoError(t, err, text)
+		assert.Equal(t, want, got, text)
+	}
+	for _, text := range []string{"", "lots", "1.5", "1.9999999999", "-4", "4 parsecs", "1e3"} {
+		_, err := ParseSize(text)
+		assert.Error(t, err, text)
+	}
+}
