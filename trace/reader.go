@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 
@@ -26,6 +27,8 @@ const maxID = 1 << 63
 // maxExactFloat is the largest integer a float64 holds exactly (2^53). Sizes
 // written as floats (4096.0, 4.096e3) are accepted up to it.
 const maxExactFloat = 1 << 53
+
+var utf8BOM = []byte{0xef, 0xbb, 0xbf}
 
 // maxKeptErrors is how many skipped-line errors a Reader keeps for reports;
 // the rest are only counted.
@@ -59,7 +62,7 @@ type Summary struct {
 	PeakLiveAllocs  int64  // the most allocations live at once
 	LiveBytes       uint64 // sum of the requested sizes of the live allocations
 	PeakLiveBytes   uint64 // the largest LiveBytes
-	TotalAllocBytes uint64 // sum of the requested sizes of every alloc
+	TotalAllocBytes uint64 // sum of the requested sizes of every alloc; stops at 2^64-1
 	MaxAllocBytes   uint64 // the largest single alloc
 	FirstT, LastT   float64
 	HasT            bool // FirstT and LastT are set
@@ -291,6 +294,9 @@ func (r *Reader) readLine() ([]byte, bool) {
 	r.lineNo++
 	line = bytes.TrimSuffix(line, []byte{'\n'})
 	line = bytes.TrimSuffix(line, []byte{'\r'})
+	if r.lineNo == 1 {
+		line = bytes.TrimPrefix(line, utf8BOM) // editors on Windows write one
+	}
 	return line, true
 }
 
@@ -442,6 +448,9 @@ func (r *Reader) apply(ev *Event) string {
 		if prev, ok := r.live[ev.ID]; ok {
 			return fmt.Sprintf("alloc of id %d that is already live (allocated at line %d)", ev.ID, prev.line)
 		}
+		if r.sum.LiveBytes+ev.Size < r.sum.LiveBytes {
+			return fmt.Sprintf("alloc of %d bytes would make more than 2^64 bytes live", ev.Size)
+		}
 		ev.Slot = r.takeSlot()
 		r.live[ev.ID] = liveAlloc{size: ev.Size, line: ev.Line, slot: ev.Slot}
 		s := &r.sum
@@ -453,7 +462,7 @@ func (r *Reader) apply(ev *Event) string {
 		s.PeakLiveAllocs = max(s.PeakLiveAllocs, s.LiveAllocs)
 		s.LiveBytes += ev.Size
 		s.PeakLiveBytes = max(s.PeakLiveBytes, s.LiveBytes)
-		s.TotalAllocBytes += ev.Size
+		s.TotalAllocBytes = satAdd(s.TotalAllocBytes, ev.Size)
 		s.MaxAllocBytes = max(s.MaxAllocBytes, ev.Size)
 	case OpFree:
 		a, ok := r.live[ev.ID]
@@ -485,6 +494,14 @@ func (r *Reader) apply(ev *Event) string {
 	}
 	r.sum.Events++
 	return ""
+}
+
+// satAdd adds without wrapping around: a sum past 2^64-1 stays there.
+func satAdd(a, b uint64) uint64 {
+	if s, c := bits.Add64(a, b, 0); c == 0 {
+		return s
+	}
+	return math.MaxUint64
 }
 
 // takeSlot returns the most recently freed slot, or a new one.

@@ -3,7 +3,9 @@ package trace
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"strings"
 	"testing"
 
@@ -122,6 +124,26 @@ func TestReaderInvalidLines(t *testing.T) {
 			assert.Len(t, evs, 2, "the valid events before the error are delivered")
 		})
 	}
+}
+
+func TestReaderSizeSums(t *testing.T) {
+	const big = `{"op":"alloc","id":%d,"size":9223372036854775807}`
+	text := fmt.Sprintf(big+"\n"+big+"\n"+big+"\n", 1, 2, 3)
+	_, _, err := readAll(t, text)
+	assert.EqualError(t, err, "t.jsonl:3: alloc of 9223372036854775807 bytes would make more than 2^64 bytes live")
+
+	// Allocated in total, a sum that does not fit stays at 2^64-1.
+	text = fmt.Sprintf(big+"\n"+`{"op":"free","id":1}`+"\n"+big+"\n"+`{"op":"free","id":2}`+"\n"+big+"\n", 1, 2, 3)
+	_, r, err := readAll(t, text)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(math.MaxUint64), r.Summary().TotalAllocBytes)
+}
+
+func TestReaderByteOrderMark(t *testing.T) {
+	evs, r, err := readAll(t, "\xef\xbb\xbf"+`{"bfcsim_trace":1,"name":"bom"}`+"\n"+`{"op":"step"}`)
+	require.NoError(t, err)
+	assert.Equal(t, "bom", r.Header().Name)
+	assert.Len(t, evs, 1)
 }
 
 func TestReaderSkipInvalid(t *testing.T) {
