@@ -1,6 +1,8 @@
 package report
 
 import (
+	"encoding/json"
+
 	"github.com/bfcsim/bfcsim/sim"
 	"github.com/bfcsim/bfcsim/trace"
 )
@@ -28,7 +30,18 @@ type Trace struct {
 	Space           string   `json:"space"`
 	SkippedEvents   int64    `json:"skipped_events"`
 	SkippedErrors   []string `json:"skipped_errors,omitempty"`
-	Results         []Result `json:"results"`
+	// Header is the trace's header line, when it has one.
+	Header  *Header  `json:"header,omitempty"`
+	Results []Result `json:"results"`
+}
+
+// Header is a trace's header: where it came from and the device it was
+// recorded on, with every other key as it was written.
+type Header struct {
+	Source        string                     `json:"source,omitempty"`
+	TimeUnit      string                     `json:"time_unit,omitempty"`
+	CapacityBytes uint64                     `json:"capacity_bytes,omitempty"`
+	Meta          map[string]json.RawMessage `json:"meta,omitempty"`
 }
 
 // Result is one allocator's metrics on one trace; SPEC §5 defines them.
@@ -115,6 +128,15 @@ func Build(runs []TraceRun) Report {
 		}
 		for _, e := range run.Skipped {
 			tr.SkippedErrors = append(tr.SkippedErrors, e.Error())
+		}
+		if h := run.Header; h.Version != 0 {
+			tr.Header = &Header{Source: h.Source, TimeUnit: h.TimeUnit, CapacityBytes: h.CapacityBytes}
+			for k, v := range h.Meta {
+				if tr.Header.Meta == nil {
+					tr.Header.Meta = map[string]json.RawMessage{}
+				}
+				tr.Header.Meta[k] = json.RawMessage(v)
+			}
 		}
 		for i := range run.Results {
 			tr.Results = append(tr.Results, buildResult(&run.Results[i]))

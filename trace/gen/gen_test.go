@@ -71,14 +71,9 @@ func newWithSeed(t testing.TB, name string, seed uint64) gen.Generator {
 	t.Helper()
 	g, err := gen.New(name)
 	require.NoError(t, err)
-	if f := reflect.ValueOf(g).Elem().FieldByName("Seed"); f.IsValid() {
-		f.SetUint(seed)
-	}
+	reflect.ValueOf(g).Elem().FieldByName("Seed").SetUint(seed)
 	return g
 }
-
-// seeded reports whether a workload makes random choices.
-func seeded(name string) bool { return name != "ramp" }
 
 func TestNames(t *testing.T) {
 	names := gen.Names()
@@ -113,7 +108,7 @@ func TestConfigFields(t *testing.T) {
 		typ := reflect.TypeOf(g).Elem()
 		require.Equal(t, reflect.Struct, typ.Kind())
 		_, seeded := typ.FieldByName("Seed")
-		assert.Equal(t, name != "ramp", seeded, "%s: every workload with random choices has a Seed", name)
+		assert.True(t, seeded, "%s has a Seed", name)
 		meta := g.Header().Meta
 		assert.Len(t, meta, typ.NumField()+1, "%s: one Meta key per field, plus workload", name)
 		for i := range typ.NumField() {
@@ -124,9 +119,7 @@ func TestConfigFields(t *testing.T) {
 		for k, v := range meta {
 			assert.True(t, json.Valid([]byte(v)), "%s: Meta[%s] = %q", name, k, v)
 		}
-		if seeded {
-			assert.Equal(t, "1", meta["seed"], name)
-		}
+		assert.Equal(t, "1", meta["seed"], name)
 	}
 	meta := gen.DefaultTransformerTrain().Header().Meta
 	assert.Equal(t, "512", meta["seq_len"])
@@ -155,9 +148,7 @@ func TestRoundTrip(t *testing.T) {
 				assert.Equal(t, "gen", h.Source)
 				assert.Equal(t, "us", h.TimeUnit)
 				assert.Equal(t, g.Header().Name, h.Name)
-				if seeded(name) {
-					assert.Equal(t, strconv.FormatUint(seed, 10), h.Meta["seed"])
-				}
+				assert.Equal(t, strconv.FormatUint(seed, 10), h.Meta["seed"])
 
 				assert.Equal(t, counts.total(), sum.Events)
 				assert.Equal(t, counts[trace.OpAlloc], sum.Allocs)
@@ -191,9 +182,7 @@ func TestDeterminism(t *testing.T) {
 		b, _ := generate(t, newWithSeed(t, name, 7))
 		c, _ := generate(t, newWithSeed(t, name, 8))
 		assert.Equal(t, a, b, "%s: the same seed gives the same bytes", name)
-		if seeded(name) {
-			assert.NotEqual(t, a, c, "%s: another seed gives another trace", name)
-		}
+		assert.NotEqual(t, a, c, "%s: another seed gives another trace", name)
 	}
 }
 
@@ -765,4 +754,18 @@ func TestRampIsNoDups(t *testing.T) {
 	assert.Equal(t, int64(2), counts[trace.OpAlloc], "4096 and 8192; 12288 is past To")
 	assert.Zero(t, counts[trace.OpFree])
 	assert.ErrorContains(t, gen.Ramp{From: 5, To: 4, Step: 1}.Validate(), "ramp: to must be at least 5")
+
+	// Shuffled: the same sizes in another order, fixed by the seed.
+	shuffled := gen.DefaultRamp()
+	shuffled.Shuffle = true
+	var order []uint64
+	replay(t, first(generate(t, shuffled)), func(ev trace.Event, _ trace.Summary) {
+		if ev.Op == trace.OpAlloc {
+			order = append(order, ev.Size)
+		}
+	})
+	assert.NotEqual(t, sizes, order)
+	assert.ElementsMatch(t, sizes, order)
 }
+
+func first[A, B any](a A, _ B) A { return a }

@@ -6,13 +6,19 @@ import (
 	"github.com/bfcsim/bfcsim/trace"
 )
 
-// Ramp allocates every size from From to To (by Step) in order and then,
-// with FreeAll, frees them in the same order. It is the shape of
+// Ramp allocates every size from From to To (by Step) in order, or with
+// Shuffle in an order drawn from Seed, and then, with FreeAll, frees them in
+// the order they were allocated. It is the shape of
 // TensorFlow's own allocator conformance tests: the defaults are the NoDups
 // test, sizes 1..1023, after which a BFC allocator on a 1 GiB device without
 // growth reports 1023 allocations, 654336 bytes in use at the peak and a
 // largest allocation of 1024 bytes.
 type Ramp struct {
+	// Seed orders the sizes when Shuffle is set.
+	Seed uint64 `help:"seed for the order of sizes with --shuffle"`
+	// Shuffle allocates the sizes in a random order instead of ascending.
+	// The sizes are held in memory, one word each.
+	Shuffle bool `help:"allocate the sizes in a random order"`
 	// From is the first size, in bytes.
 	From int64 `help:"first size (bytes)"`
 	// To is the last size, in bytes, included when (To-From) is a multiple
@@ -25,13 +31,17 @@ type Ramp struct {
 }
 
 // DefaultRamp returns TensorFlow's NoDups test: sizes 1..1023, all freed.
-func DefaultRamp() Ramp { return Ramp{From: 1, To: 1023, Step: 1, FreeAll: true} }
+func DefaultRamp() Ramp { return Ramp{Seed: 1, From: 1, To: 1023, Step: 1, FreeAll: true} }
 
 var _ Generator = Ramp{}
 
 // Header implements Generator.
 func (c Ramp) Header() trace.Header {
-	return header("ramp", fmt.Sprintf("ramp from=%d to=%d step=%d", c.From, c.To, c.Step), c)
+	name := fmt.Sprintf("ramp from=%d to=%d step=%d", c.From, c.To, c.Step)
+	if c.Shuffle {
+		name += fmt.Sprintf(" shuffled seed=%d", c.Seed)
+	}
+	return header("ramp", name, c)
 }
 
 // Validate reports the first invalid field, if any.
@@ -53,8 +63,20 @@ func (c Ramp) Generate(emit func(trace.Event) error) error {
 	}
 	e := newEmitter(emit, 0)
 	first := e.nextID
-	for size := c.From; size <= c.To && e.err == nil; size += c.Step {
-		e.alloc(size, "")
+	if c.Shuffle {
+		var sizes []int64
+		for size := c.From; size <= c.To; size += c.Step {
+			sizes = append(sizes, size)
+		}
+		rng := newRand(c.Seed)
+		rng.Shuffle(len(sizes), func(i, j int) { sizes[i], sizes[j] = sizes[j], sizes[i] })
+		for _, size := range sizes {
+			e.alloc(size, "")
+		}
+	} else {
+		for size := c.From; size <= c.To && e.err == nil; size += c.Step {
+			e.alloc(size, "")
+		}
 	}
 	if c.FreeAll {
 		for id := first; id < e.nextID && e.err == nil; id++ {
