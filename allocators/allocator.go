@@ -95,3 +95,29 @@ type ChunkWalker interface {
 	// call back into the allocator.
 	WalkChunks(fn func(Chunk))
 }
+
+// tfCounters are the core of TensorFlow's AllocatorStats, which bfc and naive
+// keep under the same names: allocations served, bytes in use (block sizes,
+// not requests), their peak, and the largest block.
+type tfCounters struct {
+	numAllocs, bytesInUse, peakBytesInUse, largestAlloc int64
+}
+
+func (c *tfCounters) allocated(size uint64) {
+	c.numAllocs++
+	c.bytesInUse += int64(size)
+	c.peakBytesInUse = max(c.peakBytesInUse, c.bytesInUse)
+	c.largestAlloc = max(c.largestAlloc, int64(size))
+}
+
+func (c *tfCounters) freed(size uint64) { c.bytesInUse -= int64(size) }
+
+// stats returns the counters as a map, under TensorFlow's names.
+func (c *tfCounters) stats() map[string]int64 {
+	return map[string]int64{
+		"num_allocs":         c.numAllocs,
+		"bytes_in_use":       c.bytesInUse,
+		"peak_bytes_in_use":  c.peakBytesInUse,
+		"largest_alloc_size": c.largestAlloc,
+	}
+}

@@ -185,8 +185,8 @@ type BFC struct {
 	startedBackpedal bool
 	nextAllocID      int64
 
-	numAllocs, bytesInUse, peakBytesInUse, largestAlloc int64
-	poolBytes, peakPoolBytes                            uint64
+	tfCounters
+	poolBytes, peakPoolBytes uint64
 }
 
 var (
@@ -291,10 +291,7 @@ func (b *BFC) findChunk(bin int, rounded, requested uint64) int32 {
 		c.requested = requested
 		c.allocID = b.nextAllocID
 		b.nextAllocID++
-		b.numAllocs++
-		b.bytesInUse += int64(c.size)
-		b.peakBytesInUse = max(b.peakBytesInUse, b.bytesInUse)
-		b.largestAlloc = max(b.largestAlloc, int64(c.size))
+		b.allocated(c.size)
 		return h
 	}
 	return noChunk
@@ -331,7 +328,7 @@ func (b *BFC) Free(blk Block) error {
 	}
 	c := &b.chunks[h]
 	c.allocID = -1
-	b.bytesInUse -= int64(c.size)
+	b.freed(c.size)
 	b.insertIntoBin(b.tryToCoalesce(h))
 	return nil
 }
@@ -528,20 +525,17 @@ func (b *BFC) LargestFreeBytes() uint64 {
 // MaxAlign is 256: classic TF ignores larger requested alignments.
 func (b *BFC) MaxAlign() uint64 { return bfcMinAllocationSize }
 
-// Stats returns TensorFlow's AllocatorStats plus the number of regions.
+// Stats returns TensorFlow's AllocatorStats plus the number of regions and
+// the next region's target size.
 func (b *BFC) Stats() map[string]int64 {
-	return map[string]int64{
-		"num_allocs":                   b.numAllocs,
-		"bytes_in_use":                 b.bytesInUse,
-		"peak_bytes_in_use":            b.peakBytesInUse,
-		"largest_alloc_size":           b.largestAlloc,
-		"bytes_limit":                  int64(b.memoryLimit),
-		"pool_bytes":                   int64(b.poolBytes),
-		"peak_pool_bytes":              int64(b.peakPoolBytes),
-		"largest_free_block_bytes":     int64(b.LargestFreeBytes()),
-		"regions":                      int64(len(b.regions)),
-		"curr_region_allocation_bytes": int64(b.currRegionBytes),
-	}
+	st := b.stats()
+	st["bytes_limit"] = int64(b.memoryLimit)
+	st["pool_bytes"] = int64(b.poolBytes)
+	st["peak_pool_bytes"] = int64(b.peakPoolBytes)
+	st["largest_free_block_bytes"] = int64(b.LargestFreeBytes())
+	st["regions"] = int64(len(b.regions))
+	st["curr_region_allocation_bytes"] = int64(b.currRegionBytes)
+	return st
 }
 
 // Regions returns the number of regions the pool holds.

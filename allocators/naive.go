@@ -23,8 +23,7 @@ package allocators
 // Naive implements Allocator by reserving every block from the space.
 type Naive struct {
 	space Space
-
-	numAllocs, bytesInUse, peakBytesInUse, largestAlloc int64
+	tfCounters
 }
 
 var (
@@ -54,10 +53,7 @@ func (a *Naive) Allocate(size, align uint64) (Block, error) {
 	if align > g {
 		addr = alignUp(base, align)
 	}
-	a.numAllocs++
-	a.bytesInUse += int64(n)
-	a.peakBytesInUse = max(a.peakBytesInUse, a.bytesInUse)
-	a.largestAlloc = max(a.largestAlloc, int64(n))
+	a.allocated(n)
 	return Block{Addr: addr, Size: n, Handle: addr - base}, nil
 }
 
@@ -66,20 +62,13 @@ func (a *Naive) Free(b Block) error {
 	if err := a.space.Release(b.Addr-b.Handle, b.Size); err != nil {
 		return err
 	}
-	a.bytesInUse -= int64(b.Size)
+	a.freed(b.Size)
 	return nil
 }
 
 // Stats returns counters named like TensorFlow's AllocatorStats: every
 // allocation is a device reservation, so bytes in use are bytes reserved.
-func (a *Naive) Stats() map[string]int64 {
-	return map[string]int64{
-		"num_allocs":         a.numAllocs,
-		"bytes_in_use":       a.bytesInUse,
-		"peak_bytes_in_use":  a.peakBytesInUse,
-		"largest_alloc_size": a.largestAlloc,
-	}
-}
+func (a *Naive) Stats() map[string]int64 { return a.stats() }
 
 // LargestFreeBytes is 0: naive holds no free memory.
 func (a *Naive) LargestFreeBytes() uint64 { return 0 }

@@ -162,7 +162,7 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 		for j := range tr.Results {
 			r := &tr.Results[j]
 			fmt.Fprintf(b, "- **%s**: options %s; stats %s\n", r.Allocator,
-				mdCode(formatMap(r.Options)), mdCode(formatStats(r.AllocatorStats)))
+				mdCode(formatKV(r.Options)), mdCode(formatKV(r.AllocatorStats)))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -184,24 +184,14 @@ func mdEscape(s string) string {
 	return strings.NewReplacer("|", `\|`, "*", `\*`, "_", `\_`, "<", "&lt;", ">", "&gt;").Replace(s)
 }
 
-func formatMap(m map[string]any) string {
+// formatKV writes a map as key=value pairs in key order, or "(none)".
+func formatKV[V any](m map[string]V) string {
 	if len(m) == 0 {
 		return "(none)"
 	}
 	parts := make([]string, 0, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprintf("%s=%v", k, m[k]))
-	}
-	return strings.Join(parts, " ")
-}
-
-func formatStats(m map[string]int64) string {
-	if len(m) == 0 {
-		return "(none)"
-	}
-	parts := make([]string, 0, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
 	}
 	return strings.Join(parts, " ")
 }
