@@ -71,7 +71,7 @@ func Lookup(name string) (Factory, error) {
 	fs := Factories()
 	i := slices.IndexFunc(fs, func(f Factory) bool { return f.Name == name })
 	if i < 0 {
-		return Factory{}, fmt.Errorf("%w: unknown allocator %q (want one of %s)", ErrBadOption, name, strings.Join(Names(), ", "))
+		return Factory{}, fmt.Errorf("unknown allocator %q (want one of %s)", name, strings.Join(Names(), ", "))
 	}
 	return fs[i], nil
 }

@@ -89,6 +89,10 @@ var spaceOptions = []Option{
 // SpaceOptions lists the space.* options, for help and documentation.
 func SpaceOptions() []Option { return spaceOptions }
 
+// MaxCapacity is the largest device a space may model: 4 EiB (2^62 bytes),
+// so that every address, base included, fits in 64 bits.
+const MaxCapacity = 1 << 62
+
 // SpaceKinds are the values of --space.
 var SpaceKinds = []string{"virtual", "host"}
 
@@ -128,7 +132,7 @@ func (c SpaceConfig) parse() (spaceParams, map[string]any, error) {
 	switch c.Kind {
 	case "virtual", "host":
 	default:
-		return spaceParams{}, nil, fmt.Errorf("%w: unknown space %q (want virtual or host)", ErrBadOption, c.Kind)
+		return spaceParams{}, nil, fmt.Errorf("unknown space %q (want virtual or host)", c.Kind)
 	}
 	if c.Touch && c.Kind != "host" {
 		return spaceParams{}, nil, fmt.Errorf("%w: --touch needs --space host", ErrBadOption)
@@ -138,6 +142,9 @@ func (c SpaceConfig) parse() (spaceParams, map[string]any, error) {
 	}
 	if c.Capacity == 0 {
 		return spaceParams{}, nil, fmt.Errorf("%w: capacity must be > 0", ErrBadOption)
+	}
+	if c.Capacity > MaxCapacity {
+		return spaceParams{}, nil, fmt.Errorf("%w: capacity %d bytes is more than bfcsim can simulate (at most 4 EiB)", ErrBadOption, c.Capacity)
 	}
 	return spaceParams{cost: cm, placement: placement}, s.Effective(), nil
 }

@@ -62,12 +62,12 @@ var columns = []column{
 
 // traceSummary is the one-line description of a trace above its table.
 func traceSummary(tr *Trace) string {
-	s := fmt.Sprintf("%s events (%s allocs, %s frees, %s steps), peak live %s, %s on a %s %s device",
-		Count(tr.Events), Count(tr.Allocs), Count(tr.Frees), Count(tr.Steps),
+	s := fmt.Sprintf("%s (%s, %s, %s), peak live %s, %s on a %s %s device",
+		plural(tr.Events, "event"), plural(tr.Allocs, "alloc"), plural(tr.Frees, "free"), plural(tr.Steps, "step"),
 		Bytes(tr.PeakLiveBytes), Bytes(tr.TotalAllocBytes)+" allocated in total",
 		Bytes(tr.CapacityBytes), tr.Space)
 	if tr.SkippedEvents > 0 {
-		s += fmt.Sprintf("; %d invalid events skipped", tr.SkippedEvents)
+		s += "; " + plural(tr.SkippedEvents, "invalid event") + " skipped"
 	}
 	return s
 }
@@ -149,14 +149,18 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 			}
 			b.WriteString("\n")
 		}
-		if notes := oomNotes(tr); len(notes) > 0 {
+		notes := oomNotes(tr)
+		for _, e := range tr.SkippedErrors {
+			notes = append(notes, "skipped: "+e)
+		}
+		if n := tr.SkippedEvents - int64(len(tr.SkippedErrors)); n > 0 {
+			notes = append(notes, "... and "+plural(n, "more invalid event")+" skipped")
+		}
+		if len(notes) > 0 {
 			b.WriteString("\n")
 			for _, n := range notes {
 				fmt.Fprintf(b, "- %s\n", mdEscape(n))
 			}
-		}
-		for _, e := range tr.SkippedErrors {
-			fmt.Fprintf(b, "- skipped: %s\n", mdEscape(e))
 		}
 		b.WriteString("\n### Allocators\n\n")
 		for j := range tr.Results {
@@ -169,19 +173,33 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	return err
 }
 
-// mdCode writes s as a Markdown code span.
-func mdCode(s string) string { return "`" + strings.ReplaceAll(s, "`", "'") + "`" }
+// mdCode writes s as a Markdown code span on one line; a span holding
+// backticks is fenced with two.
+func mdCode(s string) string {
+	s = oneLine(s)
+	if strings.Contains(s, "`") {
+		return "`` " + s + " ``"
+	}
+	return "`" + s + "`"
+}
 
-// plural writes "1 allocation", "2 allocations".
+// oneLine replaces line breaks, which would end a heading or a table row.
+func oneLine(s string) string {
+	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
+}
+
+// plural writes "1 allocation", "2 allocations", "1,200 allocations".
 func plural(n int64, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
-	return fmt.Sprintf("%d %ss", n, noun)
+	return Count(n) + " " + noun + "s"
 }
 
+// mdEscape makes s literal text on one Markdown line.
 func mdEscape(s string) string {
-	return strings.NewReplacer("|", `\|`, "*", `\*`, "_", `\_`, "<", "&lt;", ">", "&gt;").Replace(s)
+	return strings.NewReplacer("\\", `\\`, "|", `\|`, "*", `\*`, "_", `\_`, "`", "\\`",
+		"<", "&lt;", ">", "&gt;").Replace(oneLine(s))
 }
 
 // formatKV writes a map as key=value pairs in key order, or "(none)".

@@ -100,3 +100,20 @@ func TestFormatting(t *testing.T) {
 	assert.Equal(t, "999", Count(999))
 	assert.Equal(t, "-1,000", Count(-1000))
 }
+
+// Names and paths come from users: Markdown keeps them on one line, literal.
+func TestMarkdownEscaping(t *testing.T) {
+	rep := Report{Version: 1, Traces: []Trace{{
+		Name: "bad | `x`\nnl *b* <i>", Path: "dir/we`ird.jsonl", SkippedEvents: 25,
+		SkippedErrors: []string{"t.jsonl:1: size_x is negative"},
+		Results:       []Result{{Allocator: "naive", Options: map[string]any{}, AllocatorStats: map[string]int64{}}},
+	}}}
+	var buf bytes.Buffer
+	require.NoError(t, WriteMarkdown(&buf, rep))
+	md := buf.String()
+	assert.Contains(t, md, "\n## bad \\| \\`x\\` nl \\*b\\* &lt;i&gt;\n")
+	assert.Contains(t, md, "``"+" dir/we`ird.jsonl "+"``")
+	assert.Contains(t, md, "- skipped: t.jsonl:1: size\\_x is negative\n")
+	assert.Contains(t, md, "- ... and 24 more invalid events skipped\n")
+	assert.Contains(t, md, "25 invalid events skipped")
+}

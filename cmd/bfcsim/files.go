@@ -54,17 +54,44 @@ func openTrace(e *env, path string, opts ...trace.ReaderOption) (*openedTrace, e
 	return t, nil
 }
 
-// writeFileAtomic writes path through fn: into a temporary file beside it,
-// renamed over path only if fn and every write succeed, so a failed run never
-// leaves a half-written file that looks complete. A .gz or .zst path is
-// compressed.
+// writeFileAtomic writes path through fn: into a temporary file on the same
+// file system, renamed over path only if fn and every write succeed, so a
+// failed run never leaves a half-written file that looks complete. A .gz or
+// .zst path is compressed. A path that exists and is not a regular file (a
+// FIFO, /dev/stdout, a terminal) is written directly: renaming over it would
+// replace it.
 func writeFileAtomic(path string, fn func(w io.Writer) error) error {
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		if st.IsDir() {
+			return fmt.Errorf("%s is a directory", path)
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		werr := writeCompressed(f, path, fn)
+		if cerr := f.Close(); werr == nil && cerr != nil {
+			werr = fmt.Errorf("writing %s: %w", path, cerr)
+		}
+		return werr
+	}
 	pf, err := renameio.NewPendingFile(path, renameio.WithPermissions(0o644), renameio.WithExistingPermissions())
 	if err != nil {
 		return fmt.Errorf("creating %s: %w", path, err)
 	}
 	defer pf.Cleanup()
-	zw, err := trace.NewCompressWriter(pf, trace.CompressionForPath(path))
+	if err := writeCompressed(pf, path, fn); err != nil {
+		return err
+	}
+	if err := pf.CloseAtomicallyReplace(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// writeCompressed runs fn on w, compressed as path's extension says.
+func writeCompressed(w io.Writer, path string, fn func(w io.Writer) error) error {
+	zw, err := trace.NewCompressWriter(w, trace.CompressionForPath(path))
 	if err != nil {
 		return err
 	}
@@ -74,8 +101,60 @@ func writeFileAtomic(path string, fn func(w io.Writer) error) error {
 	if err := zw.Close(); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	if err := pf.CloseAtomicallyReplace(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+	return nil
+}
+
+// checkOutputs refuses, before any work is done, output paths that would
+// fail at the end or destroy something: a directory where a file must go, a
+// file where a directory must go, an output that is also an input, or two
+// outputs that are the same file.
+func checkOutputs(inputs []string, dir string, files ...string) error {
+	if dir != "" {
+		if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+			return fmt.Errorf("-o %s: not a directory", dir)
+		}
+		files = append(files, filepath.Join(dir, "report.json"), filepath.Join(dir, "report.md"))
+	}
+	seen := map[string]string{}
+	for _, f := range files {
+		if f == "" {
+			continue
+		}
+		if st, err := os.Stat(f); err == nil && st.IsDir() {
+			return fmt.Errorf("%s is a directory", f)
+		}
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			return err
+		}
+		if other, dup := seen[abs]; dup {
+			return fmt.Errorf("%s and %s are the same file", other, f)
+		}
+		seen[abs] = f
+		for _, in := range inputs {
+			if in == "-" {
+				continue
+			}
+			a, errA := os.Stat(in)
+			b, errB := os.Stat(f)
+			if errA == nil && errB == nil && os.SameFile(a, b) {
+				return fmt.Errorf("refusing to overwrite the input %s with an output", in)
+			}
+		}
+	}
+	return nil
+}
+
+// checkStdinOnce refuses "-" given more than once: standard input can be read once.
+func checkStdinOnce(paths []string) error {
+	n := 0
+	for _, p := range paths {
+		if p == "-" {
+			n++
+		}
+	}
+	if n > 1 {
+		return fmt.Errorf("- (standard input) is given %d times; it can be read only once", n)
 	}
 	return nil
 }

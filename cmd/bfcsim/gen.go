@@ -72,13 +72,23 @@ func newGenWorkloadCmd(e *env, name string) *cobra.Command {
 				if err := tw.WriteHeader(h); err != nil {
 					return err
 				}
-				if err := g.Generate(tw.Write); err != nil {
+				ctx, n := cmd.Context(), 0
+				err := g.Generate(func(ev trace.Event) error {
+					if n++; n%4096 == 0 && ctx.Err() != nil {
+						return ctx.Err()
+					}
+					return tw.Write(ev)
+				})
+				if err != nil {
 					return err
 				}
 				return tw.Flush()
 			}
 			if out == "" || out == "-" {
 				return write(cmd.OutOrStdout())
+			}
+			if err := checkOutputs(nil, "", out); err != nil {
+				return err
 			}
 			return writeFileAtomic(out, write)
 		},

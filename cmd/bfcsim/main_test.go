@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -154,7 +156,8 @@ func TestReplayInvalidTrace(t *testing.T) {
 
 	code, stdout, _ = cli(t, "", "replay", path, "--skip-invalid")
 	assert.Equal(t, 0, code)
-	assert.Contains(t, stdout, "1 invalid events skipped")
+	assert.Contains(t, stdout, "3 events (2 allocs, 1 free, 0 steps)")
+	assert.Contains(t, stdout, "1 invalid event skipped")
 }
 
 func TestReplayOutDir(t *testing.T) {
@@ -352,4 +355,98 @@ func TestReplayDeterministic(t *testing.T) {
 	_, b, _ := cli(t, "", "replay", "-f", "json", bundled+"fragmenter.jsonl")
 	require.NotEmpty(t, a)
 	assert.Equal(t, strip.ReplaceAllString(a, ""), strip.ReplaceAllString(b, ""))
+}
+
+func TestOutputSafety(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	code, _, stderr := cli(t, "", "gen", "ramp", "--to", "10", "-o", in)
+	require.Equal(t, 0, code, stderr)
+	file := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o644))
+
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"replay", in, "--events-out", in}, "refusing to overwrite the input " + in},
+		{[]string{"replay", in, "-o", file}, "-o " + file + ": not a directory"},
+		{[]string{"replay", in, "--events-out", dir}, dir + " is a directory"},
+		{[]string{"replay", in, "-o", dir, "--events-out", filepath.Join(dir, "report.json")}, "are the same file"},
+		{[]string{"replay", "-", "-"}, "- (standard input) is given 2 times"},
+		{[]string{"validate", "-", "-"}, "- (standard input) is given 2 times"},
+		{[]string{"gen", "ramp", "-o", dir}, dir + " is a directory"},
+		{[]string{"replay", in, "--capacity", "8EiB"}, "more than bfcsim can simulate"},
+	} {
+		code, stdout, stderr := cli(t, "", tc.args...)
+		assert.Equal(t, 2, code, "%v", tc.args)
+		assert.Empty(t, stdout, "%v", tc.args)
+		assert.Contains(t, stderr, tc.msg, "%v", tc.args)
+	}
+	data, err := os.ReadFile(in)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"workload":"ramp"`, "the input is untouched")
+
+	// A capacity in the header is checked like the flag's.
+	huge := writeTrace(t, `{"bfcsim_trace":1,"capacity":18446744073709551615}`, `{"op":"alloc","id":1,"size":1}`)
+	code, _, stderr = cli(t, "", "replay", huge)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "more than bfcsim can simulate")
+}
+
+// Writing to a FIFO (or a device) writes into it instead of renaming a
+// regular file over it.
+func TestWriteToFIFO(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	got := make(chan []byte)
+	go func() {
+		data, _ := os.ReadFile(fifo)
+		got <- data
+	}()
+	code, _, stderr := cli(t, "", "gen", "ramp", "--to", "3", "-o", fifo)
+	require.Equal(t, 0, code, stderr)
+	data := <-got
+	assert.Equal(t, 7, strings.Count(string(data), "\n"), "the header, 3 allocs and 3 frees")
+	st, err := os.Lstat(fifo)
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeNamedPipe, st.Mode().Type(), "still a FIFO")
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+func TestStdoutErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"validate", bundled + "nodups.jsonl"},
+		{"replay", bundled + "nodups.jsonl"},
+		{"gen", "ramp"},
+		{"version"},
+	} {
+		var errOut bytes.Buffer
+		e := &env{stdin: strings.NewReader(""), stdout: failingWriter{}, stderr: &errOut}
+		code := run(context.Background(), e, args)
+		assert.Equal(t, 2, code, "%v", args)
+		assert.Contains(t, errOut.String(), "no space left on device", "%v", args)
+	}
+}
+
+func TestInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	out := filepath.Join(t.TempDir(), "big.jsonl")
+	for _, args := range [][]string{
+		{"gen", "random", "--events", "1000000", "-o", out},
+		{"validate", bundled + "random.jsonl"},
+		{"replay", bundled + "random.jsonl"},
+	} {
+		var stdout, stderr bytes.Buffer
+		e := &env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr}
+		assert.Equal(t, 2, run(ctx, e, args), "%v", args)
+		assert.Equal(t, "bfcsim: interrupted\n", stderr.String(), "%v", args)
+	}
+	assert.NoFileExists(t, out, "an interrupted gen leaves nothing behind")
+	leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".*"))
+	assert.Empty(t, leftovers)
 }

@@ -159,6 +159,16 @@ func runReplay(cmd *cobra.Command, e *env, o *replayOptions, paths []string) err
 	if o.touch && o.space != "host" {
 		return fmt.Errorf("--touch needs --space host")
 	}
+	// Check the space before reading any trace; the capacity is known per trace.
+	if _, err := (allocators.SpaceConfig{Kind: o.space, Capacity: 1, Options: spaceOpts}).Validate(); err != nil {
+		return err
+	}
+	if err := checkStdinOnce(paths); err != nil {
+		return err
+	}
+	if err := checkOutputs(paths, o.out, o.eventsOut); err != nil {
+		return err
+	}
 
 	specs := make([]sim.AllocatorSpec, len(o.allocators))
 	for i, n := range o.allocators {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -25,11 +26,18 @@ file:line: reason; the exit code is 2 if any trace is invalid.`,
 		Example: "  bfcsim validate traces/*.jsonl\n  zcat run.jsonl.gz | bfcsim validate -",
 		Args:    traceArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkStdinOnce(args); err != nil {
+				return err
+			}
+			w := &stickyWriter{w: cmd.OutOrStdout()}
 			bad := 0
 			for _, path := range args {
-				ok, err := validateOne(cmd.OutOrStdout(), e, path)
+				ok, err := validateOne(cmd.Context(), w, e, path)
 				if err != nil {
 					return err
+				}
+				if w.err != nil {
+					return fmt.Errorf("writing the summary: %w", w.err)
 				}
 				if !ok {
 					bad++
@@ -46,7 +54,7 @@ file:line: reason; the exit code is 2 if any trace is invalid.`,
 // validateOne prints the summary of one trace and reports whether it is
 // valid. Errors that stop reading (a missing file, a corrupt gzip stream, a
 // bad header) are returned.
-func validateOne(w io.Writer, e *env, path string) (bool, error) {
+func validateOne(ctx context.Context, w io.Writer, e *env, path string) (bool, error) {
 	t, err := openTrace(e, path, trace.SkipInvalid())
 	if err != nil {
 		var serr *trace.SyntaxError
@@ -57,7 +65,10 @@ func validateOne(w io.Writer, e *env, path string) (bool, error) {
 		return false, err
 	}
 	defer t.Close()
-	for t.Next() {
+	for n := 0; t.Next(); n++ {
+		if n%4096 == 0 && ctx.Err() != nil {
+			return false, ctx.Err()
+		}
 	}
 	if err := t.Err(); err != nil {
 		return false, err
@@ -111,4 +122,20 @@ func validateOne(w io.Writer, e *env, path string) (bool, error) {
 		fmt.Fprintf(w, "  ... and %d more\n", n)
 	}
 	return s.Skipped == 0, nil
+}
+
+// stickyWriter remembers the first write error, so that a long run of
+// Fprintf calls can be checked once.
+type stickyWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stickyWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	s.err = err
+	return n, err
 }

@@ -98,6 +98,7 @@ func (c CNNInfer) Validate() error {
 	ck.atLeast("BlocksPerStage", int64(c.BlocksPerStage), 1)
 	ck.atLeast("Classes", int64(c.Classes), 1)
 	ck.atLeast("MaxWorkspaceBytes", c.MaxWorkspaceBytes, 0)
+	ck.atMost("BlocksPerStage", int64(c.BlocksPerStage), 10_000)
 	if ck.err == nil && c.Stages > 24 {
 		ck.fail("stages must be at most 24, got %d", c.Stages)
 	}

@@ -87,6 +87,7 @@ func (c Fragmenter) Validate() error {
 	if ck.err == nil && c.Rounds > 30 {
 		ck.fail("rounds must be at most 30, got %d", c.Rounds)
 	}
+	ck.atMost("Count", int64(c.Count), maxHeld)
 	if ck.err == nil && (c.Count <= 0 || c.Count%(1<<c.Rounds) != 0) {
 		ck.fail("count must be a positive multiple of 2^rounds = %d, got %d", 1<<c.Rounds, c.Count)
 	}

@@ -256,6 +256,20 @@ func (c *checker) atLeast(name string, v, lo int64) {
 	}
 }
 
+// atMost checks that the field called name is at most hi.
+func (c *checker) atMost(name string, v, hi int64) {
+	if c.err == nil && v > hi {
+		c.fail("%s must be at most %d, got %d", kebabCase(name), hi, v)
+	}
+}
+
+// maxHeld bounds the counts a generator keeps in memory (layers, blocks,
+// live allocations, sizes to shuffle): 2^24, far beyond any real model or
+// workload, and small enough that the generator's own state stays within a
+// few hundred megabytes. Counts that are only streamed (events, steps,
+// runs) are not bounded.
+const maxHeld = 1 << 24
+
 // fraction checks that the field called name lies in [0, 1].
 func (c *checker) fraction(name string, v float64) {
 	if !(v >= 0 && v <= 1) {

@@ -53,6 +53,9 @@ func (c Ramp) Validate() error {
 	if ck.err == nil && c.To > maxTensorBytes {
 		ck.fail("to must be at most %d, got %d", int64(maxTensorBytes), c.To)
 	}
+	if ck.err == nil && c.Shuffle && (c.To-c.From)/c.Step >= maxHeld {
+		ck.fail("with shuffle, at most %d sizes (they are held in memory), got %d", maxHeld, (c.To-c.From)/c.Step+1)
+	}
 	return ck.err
 }
 
@@ -63,10 +66,12 @@ func (c Ramp) Generate(emit func(trace.Event) error) error {
 	}
 	e := newEmitter(emit, 0)
 	first := e.nextID
+	// Sizes From, From+Step, ... up to To, counted so that no sum overflows.
+	n := (c.To-c.From)/c.Step + 1
 	if c.Shuffle {
-		var sizes []int64
-		for size := c.From; size <= c.To; size += c.Step {
-			sizes = append(sizes, size)
+		sizes := make([]int64, n)
+		for i := range sizes {
+			sizes[i] = c.From + int64(i)*c.Step
 		}
 		rng := newRand(c.Seed)
 		rng.Shuffle(len(sizes), func(i, j int) { sizes[i], sizes[j] = sizes[j], sizes[i] })
@@ -74,8 +79,8 @@ func (c Ramp) Generate(emit func(trace.Event) error) error {
 			e.alloc(size, "")
 		}
 	} else {
-		for size := c.From; size <= c.To && e.err == nil; size += c.Step {
-			e.alloc(size, "")
+		for i := int64(0); i < n && e.err == nil; i++ {
+			e.alloc(c.From+i*c.Step, "")
 		}
 	}
 	if c.FreeAll {

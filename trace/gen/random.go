@@ -72,6 +72,7 @@ func (c Random) Validate() error {
 	ck.atLeast("MinSize", c.MinSize, 1)
 	ck.atLeast("MaxSize", c.MaxSize, c.MinSize)
 	ck.atLeast("TargetLive", int64(c.TargetLive), 1)
+	ck.atMost("TargetLive", int64(c.TargetLive), maxHeld)
 	ck.fraction("AlignProb", c.AlignProb)
 	ck.atLeast("StepEvery", c.StepEvery, 0)
 	if ck.err == nil && c.MaxSize > maxTensorBytes {
@@ -92,7 +93,7 @@ func (c Random) Generate(emit func(trace.Event) error) error {
 	rng := newRand(c.Seed)
 	target := float64(c.TargetLive)
 	lnMin, lnMax := math.Log(float64(c.MinSize)), math.Log(float64(c.MaxSize)+1)
-	live := make([]uint64, 0, 2*c.TargetLive)
+	live := make([]uint64, 0, min(int64(2*c.TargetLive), c.Events))
 	for n := int64(0); n < c.Events && e.err == nil; n++ {
 		nlive := int64(len(live))
 		alloc := nlive == 0 || rng.Float64()*(target+float64(nlive)) < target

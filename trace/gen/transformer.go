@@ -76,6 +76,7 @@ func checkTransformerShape(c *checker, layers, hidden, heads, vocab int) {
 	c.atLeast("Hidden", int64(hidden), 1)
 	c.atLeast("Heads", int64(heads), 1)
 	c.atLeast("Vocab", int64(vocab), 1)
+	c.atMost("Layers", int64(layers), 10_000)
 	if c.err == nil && hidden%heads != 0 {
 		c.fail("heads (%d) must divide hidden (%d)", heads, hidden)
 	}
