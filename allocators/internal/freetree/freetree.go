@@ -67,6 +67,11 @@ func (t *Tree) Largest() uint64 {
 // Add marks [start, start+size) free, merging it with the free ranges it
 // touches. It returns ErrOverlap, and changes nothing, if any byte of the
 // range is already free. size must be > 0.
+//
+// A range that touches a free neighbour grows that node in place: the order
+// is unchanged and the maxima above it can only rise, so one descent fixes
+// them. Only a range with no free neighbour is inserted, and only one that
+// joins two neighbours removes one.
 func (t *Tree) Add(start, size uint64) error {
 	t.init()
 	if size == 0 || start+size < start {
@@ -74,32 +79,62 @@ func (t *Tree) Add(start, size uint64) error {
 	}
 	end := start + size
 	pred, succ := t.neighbours(start)
+	joinPred := false
 	if pred != nilNode {
 		p := &t.nodes[pred]
 		if p.start+p.size > start {
 			return ErrOverlap
 		}
+		joinPred = p.start+p.size == start
 	}
-	if succ != nilNode && t.nodes[succ].start < end {
-		return ErrOverlap
+	joinSucc := false
+	if succ != nilNode {
+		if t.nodes[succ].start < end {
+			return ErrOverlap
+		}
+		joinSucc = t.nodes[succ].start == end
 	}
-	if pred != nilNode && t.nodes[pred].start+t.nodes[pred].size == start {
-		start = t.nodes[pred].start
-		size += t.nodes[pred].size
-		t.root = t.remove(t.root, start)
-		t.total -= t.nodes[pred].size
-		t.release(pred)
-	}
-	if succ != nilNode && t.nodes[succ].start == end {
-		s := t.nodes[succ]
-		size += s.size
-		t.root = t.remove(t.root, s.start)
-		t.total -= s.size
-		t.release(succ)
-	}
-	t.root = t.insert(t.root, t.alloc(start, size))
 	t.total += size
+	switch {
+	case joinPred && joinSucc:
+		// Fold the successor into the predecessor.
+		sn := t.nodes[succ]
+		t.root = t.remove(t.root, sn.start)
+		t.release(succ)
+		t.nodes[pred].size += size + sn.size
+		t.raise(t.nodes[pred].start, t.nodes[pred].size)
+	case joinPred:
+		t.nodes[pred].size += size
+		t.raise(t.nodes[pred].start, t.nodes[pred].size)
+	case joinSucc:
+		// Moving the successor's start down to start keeps it between its
+		// neighbours, so the order holds.
+		n := &t.nodes[succ]
+		n.start = start
+		n.size += size
+		t.raise(start, n.size)
+	default:
+		t.root = t.insert(t.root, t.alloc(start, size))
+	}
 	return nil
+}
+
+// raise records that the node starting at key now has size bytes, more than
+// before: every maximum on the path to it becomes at least size.
+func (t *Tree) raise(key, size uint64) {
+	for n := t.root; n != nilNode; {
+		nd := &t.nodes[n]
+		nd.maxSize = max(nd.maxSize, size)
+		switch {
+		case key < nd.start:
+			n = nd.left
+		case key > nd.start:
+			n = nd.right
+		default:
+			return
+		}
+	}
+	panic("freetree: raising a range that is not in the tree")
 }
 
 // FirstFit finds the lowest-addressed free range of at least size bytes,
