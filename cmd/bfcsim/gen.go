@@ -116,7 +116,7 @@ func bindConfigFlags(fs *pflag.FlagSet, g gen.Generator) {
 		if !f.IsExported() {
 			continue
 		}
-		flag := kebab(f.Name)
+		flag := gen.FlagName(f.Name)
 		help := f.Tag.Get("help")
 		p := v.Field(i).Addr().Interface()
 		switch p := p.(type) {
@@ -138,21 +138,6 @@ func bindConfigFlags(fs *pflag.FlagSet, g gen.Generator) {
 			panic(fmt.Sprintf("gen config field %s has unsupported type %s", f.Name, f.Type))
 		}
 	}
-}
-
-// kebab turns a Go field name into a flag name: SeqLen → seq-len.
-func kebab(s string) string {
-	var b strings.Builder
-	for i, c := range s {
-		if 'A' <= c && c <= 'Z' {
-			if i > 0 && !('A' <= rune(s[i-1]) && rune(s[i-1]) <= 'Z') {
-				b.WriteByte('-')
-			}
-			c += 'a' - 'A'
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
 
 // sizeFlag is an int64 byte count that accepts units.

@@ -218,9 +218,9 @@ func params(workload string, cfg any) map[string]string {
 // MaxWorkspaceBytes → max_workspace_bytes.
 func snakeCase(s string) string { return wordCase(s, '_') }
 
-// kebabCase turns a Go field name into the kebab-case spelling used in error
-// messages (and, by convention, in the CLI's flags): SeqLen → seq-len.
-func kebabCase(s string) string { return wordCase(s, '-') }
+// FlagName turns a config field's Go name into its flag spelling, the one
+// error messages use too: SeqLen → seq-len.
+func FlagName(field string) string { return wordCase(field, '-') }
 
 func wordCase(s string, sep byte) string {
 	var b strings.Builder
@@ -252,14 +252,14 @@ func (c *checker) fail(format string, args ...any) {
 // atLeast checks that the field called name (its Go name) is at least lo.
 func (c *checker) atLeast(name string, v, lo int64) {
 	if v < lo {
-		c.fail("%s must be at least %d, got %d", kebabCase(name), lo, v)
+		c.fail("%s must be at least %d, got %d", FlagName(name), lo, v)
 	}
 }
 
 // atMost checks that the field called name is at most hi.
 func (c *checker) atMost(name string, v, hi int64) {
 	if c.err == nil && v > hi {
-		c.fail("%s must be at most %d, got %d", kebabCase(name), hi, v)
+		c.fail("%s must be at most %d, got %d", FlagName(name), hi, v)
 	}
 }
 
@@ -273,7 +273,7 @@ const maxHeld = 1 << 24
 // fraction checks that the field called name lies in [0, 1].
 func (c *checker) fraction(name string, v float64) {
 	if !(v >= 0 && v <= 1) {
-		c.fail("%s must be between 0 and 1, got %g", kebabCase(name), v)
+		c.fail("%s must be between 0 and 1, got %g", FlagName(name), v)
 	}
 }
 
