@@ -16,6 +16,7 @@ require (
 	github.com/valyala/fastjson v1.6.10
 	golang.org/x/sys v0.49.0
 	golang.org/x/term v0.47.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
