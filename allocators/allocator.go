@@ -1,6 +1,10 @@
 package allocators
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/bfcsim/bfcsim/allocators/bfcdump"
+)
 
 // Errors callers branch on.
 var (
@@ -94,6 +98,15 @@ type ChunkWalker interface {
 	// WalkChunks calls fn for every chunk in address order. fn must not
 	// call back into the allocator.
 	WalkChunks(fn func(Chunk))
+}
+
+// Snapshotter is an allocator that can describe its whole state the way
+// TensorFlow's BFC dumps it (DumpMemoryLog, MemoryDump), for OOM
+// diagnostics and memory dumps.
+type Snapshotter interface {
+	// Snapshot returns a fresh description the caller owns. When the
+	// latest Allocate failed, its Request names the failed request.
+	Snapshot() *bfcdump.Snapshot
 }
 
 // tfCounters are the core of TensorFlow's AllocatorStats, which bfc and naive

@@ -58,6 +58,8 @@ import (
 	"math/bits"
 
 	"github.com/google/btree"
+
+	"github.com/bfcsim/bfcsim/allocators/bfcdump"
 )
 
 // Constants from the reference, with its names.
@@ -107,7 +109,21 @@ func DefaultBFCConfig() BFCConfig {
 	return BFCConfig{AllowGrowth: true}
 }
 
+// BFC presets: the defaults of TF's two front doors to the allocator. A
+// preset only changes defaults; an option set explicitly still wins.
+const (
+	// BFCPresetTSL is tsl::BFCAllocator::Options' defaults: growth on,
+	// garbage collection off.
+	BFCPresetTSL = "tsl"
+	// BFCPresetTFGPU is what TensorFlow's GPUBFCAllocator uses unless told
+	// otherwise: the whole memory limit up front (GPUOptions.allow_growth
+	// defaults to false) and garbage collection on
+	// (TF_ENABLE_GPU_GARBAGE_COLLECTION defaults to true).
+	BFCPresetTFGPU = "tf-gpu"
+)
+
 var bfcOptions = []Option{
+	{Key: "preset", Default: BFCPresetTSL, Help: "defaults to start from: tsl (tsl::BFCAllocator: allow_growth=true, garbage_collection=false) or tf-gpu (TensorFlow's GPU allocator: allow_growth=false, garbage_collection=true); options set explicitly override it"},
 	{Key: "allow_growth", Default: "true", Help: "start with a 2 MiB region and grow on demand (false: reserve the whole memory limit at once, TF's GPU default)"},
 	{Key: "garbage_collection", Default: "false", Help: "release wholly free regions before failing an allocation (TF's GPU default is true)"},
 	{Key: "fragmentation_fraction", Default: "0", Help: "split a chunk when its slack exceeds this fraction of the memory limit (0: the 128 MiB rule)"},
@@ -119,6 +135,10 @@ func newBFCFromOptions(sp Space, o Options) (Allocator, map[string]any, error) {
 	s, err := newSettings("bfc", bfcOptions, o)
 	if err != nil {
 		return nil, nil, err
+	}
+	if s.Choice("preset", BFCPresetTSL, BFCPresetTFGPU) == BFCPresetTFGPU {
+		s.preset("allow_growth", "false")
+		s.preset("garbage_collection", "true")
 	}
 	cfg := BFCConfig{
 		AllowGrowth:           s.Bool("allow_growth"),
@@ -184,6 +204,9 @@ type BFC struct {
 	currRegionBytes  uint64
 	startedBackpedal bool
 	nextAllocID      int64
+	// failed is the request the latest Allocate could not serve, or nil
+	// once another call succeeded: Snapshot reports it.
+	failed *bfcdump.Request
 
 	tfCounters
 	poolBytes, peakPoolBytes uint64
@@ -195,6 +218,7 @@ var (
 	_ StatsReporter       = (*BFC)(nil)
 	_ AlignmentLimiter    = (*BFC)(nil)
 	_ ChunkWalker         = (*BFC)(nil)
+	_ Snapshotter         = (*BFC)(nil)
 )
 
 // NewBFC returns a BFC allocator over sp. It reserves nothing until the
@@ -228,18 +252,17 @@ func bfcRoundedBytes(n uint64) uint64 {
 
 // BinNumForSize returns the bin holding free chunks of n bytes:
 // min(20, floor(log2(max(n, 256) >> 8))).
-func BinNumForSize(n uint64) int {
-	v := max(n, bfcMinAllocationSize) >> bfcMinAllocationBits
-	return min(bfcNumBins-1, bits.Len64(v)-1)
-}
+func BinNumForSize(n uint64) int { return bfcdump.BinNumForSize(n) }
 
 // Allocate serves size bytes following TF's AllocateRawInternal.
 func (b *BFC) Allocate(size, align uint64) (Block, error) {
 	if size == 0 {
 		return Block{}, fmt.Errorf("allocating 0 bytes")
 	}
+	b.failed = nil
 	rounded := bfcRoundedBytes(size)
 	if rounded < size {
+		b.failed = &bfcdump.Request{Bytes: size, Rounded: size}
 		return Block{}, ErrOutOfMemory
 	}
 	bin := BinNumForSize(rounded)
@@ -256,6 +279,7 @@ func (b *BFC) Allocate(size, align uint64) (Block, error) {
 			return b.block(h), nil
 		}
 	}
+	b.failed = &bfcdump.Request{Bytes: size, Rounded: rounded}
 	return Block{}, ErrOutOfMemory
 }
 
@@ -328,6 +352,7 @@ func (b *BFC) Free(blk Block) error {
 	}
 	c := &b.chunks[h]
 	c.allocID = -1
+	b.failed = nil
 	b.freed(c.size)
 	b.insertIntoBin(b.tryToCoalesce(h))
 	return nil
@@ -553,4 +578,50 @@ func (b *BFC) WalkChunks(fn func(Chunk)) {
 			fn(ch)
 		}
 	}
+}
+
+// Snapshot describes the pool as TensorFlow's RecordMemoryMap and
+// DumpMemoryLog see it: every region and chunk, the stats, and, when the
+// latest Allocate failed, the request it could not serve.
+func (b *BFC) Snapshot() *bfcdump.Snapshot {
+	s := &bfcdump.Snapshot{
+		AllocatorName: "bfc",
+		Regions:       make([]bfcdump.Region, len(b.regions)),
+		Stats: bfcdump.Stats{
+			NumAllocs:                 b.numAllocs,
+			BytesInUse:                b.bytesInUse,
+			PeakBytesInUse:            b.peakBytesInUse,
+			LargestAllocSize:          b.largestAlloc,
+			Fragmentation:             b.fragmentation(),
+			BytesLimit:                int64(b.memoryLimit),
+			PoolBytes:                 int64(b.poolBytes),
+			CurrRegionAllocationBytes: int64(b.currRegionBytes),
+		},
+	}
+	if b.failed != nil {
+		req := *b.failed
+		s.Request = &req
+	}
+	for i, r := range b.regions {
+		s.Regions[i] = bfcdump.Region{Addr: r.ptr, Size: r.size}
+		for h := r.first; h != noChunk; h = b.chunks[h].next {
+			c := &b.chunks[h]
+			s.Chunks = append(s.Chunks, bfcdump.Chunk{
+				Addr: c.ptr, Size: c.size, Requested: c.requested,
+				InUse: c.inUse(), Bin: int(c.bin),
+			})
+		}
+	}
+	return s
+}
+
+// fragmentation is TF's GetFragmentation: the share of the pool's free
+// bytes outside its largest free chunk; 0 when nothing is free (TF leaves
+// that case undefined).
+func (b *BFC) fragmentation() float64 {
+	free := int64(b.poolBytes) - b.bytesInUse
+	if free <= 0 {
+		return 0
+	}
+	return float64(free-int64(b.LargestFreeBytes())) / float64(free)
 }

@@ -29,6 +29,7 @@ type settings struct {
 	owner     string
 	decl      []Option
 	values    Options
+	defaults  map[string]string // presets' defaults, over the declared ones
 	effective map[string]any
 	err       error
 }
@@ -54,9 +55,22 @@ func optionKeys(decl []Option) string {
 	return strings.Join(keys, ", ")
 }
 
-// raw returns the text of key: the given value, else the declared default.
+// preset makes v the default of key, in place of the declared default; a
+// value given for key still wins.
+func (s *settings) preset(key, v string) {
+	if s.defaults == nil {
+		s.defaults = map[string]string{}
+	}
+	s.defaults[key] = v
+}
+
+// raw returns the text of key: the given value, else a preset's default,
+// else the declared default.
 func (s *settings) raw(key string) string {
 	if v, ok := s.values[key]; ok {
+		return v
+	}
+	if v, ok := s.defaults[key]; ok {
 		return v
 	}
 	for _, o := range s.decl {
