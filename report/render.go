@@ -117,8 +117,51 @@ func WriteTable(w io.Writer, rep Report) error {
 		for _, n := range oomNotes(tr) {
 			fmt.Fprintln(w, "  "+n)
 		}
+		for j := range tr.Results {
+			if d := tr.Results[j].OOM; d != nil {
+				writeOOMText(w, tr.Name, tr.Results[j].Allocator, d)
+			}
+		}
 	}
 	return nil
+}
+
+// oomHeadline says which allocation failed and why, in one line.
+func oomHeadline(allocator string, d *OOMDiagnostics) string {
+	return fmt.Sprintf("%s ran out of memory allocating %s (rounded to %d) at line %d: %s",
+		allocator, Bytes(d.RequestBytes), d.RoundedBytes, d.Line, d.Verdict)
+}
+
+// writeOOMText writes the diagnostics under the table: the cause, the
+// occupancy strip, and where to find the full memory log.
+func writeOOMText(w io.Writer, traceName, allocator string, d *OOMDiagnostics) {
+	fmt.Fprintf(w, "\n%s\n", oomHeadline(allocator, d))
+	for _, l := range wrap(d.Explanation, 76) {
+		fmt.Fprintln(w, "  "+l)
+	}
+	fmt.Fprintf(w, "  pool at the failure (* requested, x slack in in-use chunks, _ free):\n  |%s|\n", d.Occupancy)
+	fmt.Fprintf(w, "  TensorFlow's full memory log: oom_diagnostics.memory_log in -f json, or %s with -o DIR\n",
+		DumpFileName(traceName, allocator, "oom.log"))
+}
+
+// wrap breaks text into lines of at most width columns, at spaces.
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(word) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
 }
 
 // WriteMarkdown writes the report for a CI summary or a README.
@@ -162,6 +205,11 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 				fmt.Fprintf(b, "- %s\n", mdEscape(n))
 			}
 		}
+		for j := range tr.Results {
+			if d := tr.Results[j].OOM; d != nil {
+				writeOOMMarkdown(b, tr.Results[j].Allocator, d)
+			}
+		}
 		b.WriteString("\n### Allocators\n\n")
 		for j := range tr.Results {
 			r := &tr.Results[j]
@@ -171,6 +219,25 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeOOMMarkdown writes the diagnostics as a section: the cause, the
+// occupancy strip, the non-empty bins, and the full memory log folded away.
+func writeOOMMarkdown(b *strings.Builder, allocator string, d *OOMDiagnostics) {
+	fmt.Fprintf(b, "\n### %s out of memory\n\n", mdEscape(allocator))
+	fmt.Fprintf(b, "%s.\n\n%s\n\n", mdEscape(oomHeadline(allocator, d)), mdEscape(d.Explanation))
+	fmt.Fprintf(b, "Pool at the failure (`*` requested, `x` slack in in-use chunks, `_` free):\n\n```\n|%s|\n```\n\n", d.Occupancy)
+	b.WriteString("| bin | chunks | in use | bytes | bytes in use | requested in use |\n|--:|--:|--:|--:|--:|--:|\n")
+	for _, bin := range d.Bins {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", Bytes(bin.BinSizeBytes), Count(bin.Chunks),
+			Count(bin.ChunksInUse), Bytes(bin.Bytes), Bytes(bin.BytesInUse), Bytes(bin.RequestedInUse))
+	}
+	fence := "```"
+	for strings.Contains(d.MemoryLog, fence) {
+		fence += "`"
+	}
+	fmt.Fprintf(b, "\n<details><summary>TensorFlow's memory log</summary>\n\n%s\n%s%s\n\n</details>\n",
+		fence, d.MemoryLog, fence)
 }
 
 // mdCode writes s as a Markdown code span on one line; a span holding

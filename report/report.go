@@ -2,7 +2,9 @@ package report
 
 import (
 	"encoding/json"
+	"strings"
 
+	"github.com/bfcsim/bfcsim/allocators/bfcdump"
 	"github.com/bfcsim/bfcsim/sim"
 	"github.com/bfcsim/bfcsim/trace"
 )
@@ -72,6 +74,69 @@ type Result struct {
 	RecordedAddressMatch     *AddressMatch    `json:"recorded_address_match,omitempty"`
 	AllocatorStats           map[string]int64 `json:"allocator_stats"`
 	SpaceOptions             map[string]any   `json:"space_options"`
+	OOM                      *OOMDiagnostics  `json:"oom_diagnostics,omitempty"`
+}
+
+// OOMDiagnostics is what TensorFlow prints when its BFC allocator runs out
+// of memory, and what it means, for an allocator that can describe its pool
+// (bfc). It describes the pool right after the first failed allocation.
+type OOMDiagnostics struct {
+	Event        int64  `json:"event"`
+	Line         int64  `json:"line"`
+	RequestBytes uint64 `json:"request_bytes"`
+	RoundedBytes uint64 `json:"rounded_bytes"`
+	// Verdict is one word for the cause (fragmentation, out-of-memory,
+	// too-large); Explanation says it in plain language with the numbers.
+	Verdict     string          `json:"verdict"`
+	Explanation string          `json:"explanation"`
+	Summary     bfcdump.Summary `json:"summary"`
+	// Bins are the non-empty bins, as DumpMemoryLog's bin lines count them.
+	Bins []OOMBin `json:"bins"`
+	// Occupancy is TF's RenderOccupancy strip: 100 cells over the pool,
+	// '*' requested bytes, 'x' slack inside in-use chunks, '_' free.
+	Occupancy string `json:"occupancy"`
+	// MemoryLog is DumpMemoryLog's text: the bin summary, every chunk, and
+	// the in-use chunks by size.
+	MemoryLog string `json:"memory_log"`
+}
+
+// OOMBin is one bin of DumpMemoryLog's summary.
+type OOMBin struct {
+	Bin            int    `json:"bin"`
+	BinSizeBytes   uint64 `json:"bin_size_bytes"`
+	Chunks         int64  `json:"chunks"`
+	ChunksInUse    int64  `json:"chunks_in_use"`
+	Bytes          uint64 `json:"bytes"`
+	BytesInUse     uint64 `json:"bytes_in_use"`
+	RequestedInUse uint64 `json:"requested_in_use"`
+}
+
+// NewOOMDiagnostics describes a snapshot taken at a failed allocation.
+func NewOOMDiagnostics(s *bfcdump.Snapshot) *OOMDiagnostics {
+	ex := bfcdump.Explain(s)
+	d := &OOMDiagnostics{
+		Event: s.Event, Line: s.Line,
+		Verdict: ex.Verdict, Explanation: ex.Text,
+		Summary:   s.Summarize(),
+		Bins:      []OOMBin{},
+		Occupancy: s.RenderOccupancy(),
+	}
+	if s.Request != nil {
+		d.RequestBytes, d.RoundedBytes = s.Request.Bytes, s.Request.Rounded
+	}
+	for _, b := range s.Bins() {
+		if b.TotalChunks == 0 {
+			continue
+		}
+		d.Bins = append(d.Bins, OOMBin{
+			Bin: b.Bin, BinSizeBytes: b.BinSize, Chunks: b.TotalChunks, ChunksInUse: b.ChunksInUse,
+			Bytes: b.BytesInBin, BytesInUse: b.BytesInUse, RequestedInUse: b.RequestedInUse,
+		})
+	}
+	var log strings.Builder
+	_ = bfcdump.WriteMemoryLog(&log, s) // a strings.Builder never fails
+	d.MemoryLog = log.String()
+	return d
 }
 
 // MaxMean is a metric's maximum and mean over the replay.
@@ -185,6 +250,9 @@ func buildResult(r *sim.Result) Result {
 	if r.AddrChecked > 0 {
 		out.RecordedAddressMatch = &AddressMatch{Checked: r.AddrChecked, Matched: r.AddrMatched}
 	}
+	if r.OOMSnapshot != nil {
+		out.OOM = NewOOMDiagnostics(r.OOMSnapshot)
+	}
 	return out
 }
 
@@ -209,4 +277,23 @@ func WithoutTimings(rep Report) Report {
 		out.Traces[i] = tr
 	}
 	return out
+}
+
+// DumpFileName names a file -o DIR holds for one trace and allocator, such
+// as "transformer-train.bfc.oom.log": kind is "oom.log", "oom.memdump" or
+// "peak.memdump". Characters that do not belong in a file name become '_'.
+func DumpFileName(traceName, allocator, kind string) string {
+	clean := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+				return r
+			}
+			return '_'
+		}, s)
+	}
+	name := strings.TrimLeft(clean(traceName), ".")
+	if name == "" {
+		name = "trace"
+	}
+	return name + "." + clean(allocator) + "." + kind
 }

@@ -21,7 +21,7 @@ func (s *sliceSource) Event() trace.Event { return s.events[s.i-1] }
 func (s *sliceSource) Err() error         { return nil }
 
 // loadTrace reads a bundled trace into memory, Slots assigned.
-func loadTrace(b *testing.B, name string) []trace.Event {
+func loadTrace(b testing.TB, name string) []trace.Event {
 	b.Helper()
 	f, err := os.Open("../traces/" + name)
 	if err != nil {

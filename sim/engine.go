@@ -47,6 +47,11 @@ type Config struct {
 	// Events, if set, is asked once per allocator for a writer of per-event
 	// results (JSON Lines). Each writer is written by one goroutine.
 	Events func(allocator string) io.Writer
+	// PeakSnapshots asks allocators that can describe their pool
+	// (allocators.Snapshotter) for a snapshot at their peak bytes in use,
+	// in Result.PeakSnapshot. Snapshots at the first failed allocation are
+	// always taken.
+	PeakSnapshots bool
 }
 
 // Replay drives every event of src through each configured allocator and

@@ -11,6 +11,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/allocators/bfcdump"
 	"github.com/bfcsim/bfcsim/trace"
 )
 
@@ -62,6 +63,15 @@ type Result struct {
 
 	// AllocatorStats are the allocator's own counters (StatsReporter), or nil.
 	AllocatorStats map[string]int64
+
+	// OOMSnapshot is the pool right after the first failed allocation, for
+	// allocators that can describe it (allocators.Snapshotter); nil
+	// otherwise. Its Request, Event and Line name the failed allocation.
+	OOMSnapshot *bfcdump.Snapshot
+	// PeakSnapshot is the pool when its bytes in use first reached their
+	// peak, with Event and Line naming the allocation that reached it; only
+	// with Config.PeakSnapshots.
+	PeakSnapshot *bfcdump.Snapshot
 }
 
 // Fragmentation is 1 - peak live / peak reserved (0 when nothing was reserved).
@@ -138,9 +148,12 @@ type runner struct {
 	largest      allocators.LargestFreeReporter
 	stepper      allocators.Stepper
 	stats        allocators.StatsReporter
+	snap         allocators.Snapshotter
 	chk          *checker
 	stopOnOOM    bool
 	spaceOptions map[string]any
+	// peakSnapshots: take Result.PeakSnapshot.
+	peakSnapshots bool
 
 	blocks []allocators.Block // by Slot; Size 0 means "no block"
 
@@ -149,6 +162,15 @@ type runner struct {
 	fragSamples         int64
 	allocHist, freeHist histogram
 	busy                time.Duration
+
+	// A peak snapshot is taken lazily: when bytes in use reach a new peak
+	// the allocation is remembered, and the pool is described just before
+	// the next call that could change it without raising the peak further
+	// (a free, a step, or an allocation the pool may have to grow or
+	// collect for). A ramp of allocations costs one snapshot, not one each.
+	peakPending         bool
+	peakInUse           uint64
+	peakEvent, peakLine int64
 
 	out     *bufio.Writer
 	outErr  error
@@ -184,6 +206,8 @@ func newRunner(spec AllocatorSpec, cfg Config) (*runner, error) {
 	r.largest, _ = a.(allocators.LargestFreeReporter)
 	r.stepper, _ = a.(allocators.Stepper)
 	r.stats, _ = a.(allocators.StatsReporter)
+	r.snap, _ = a.(allocators.Snapshotter)
+	r.peakSnapshots = cfg.PeakSnapshots && r.snap != nil
 	if r.chk != nil {
 		if l, ok := a.(allocators.AlignmentLimiter); ok {
 			r.chk.maxAlign = l.MaxAlign()
@@ -232,6 +256,7 @@ func (r *runner) apply(events []trace.Event, first int64) error {
 			}
 		case trace.OpStep:
 			if r.stepper != nil {
+				r.takePeakSnapshot()
 				r.stepper.Step()
 			}
 		}
@@ -264,6 +289,9 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 		r.emit(i, ev, allocators.Block{}, true)
 		return nil
 	}
+	if r.peakPending && (r.largest == nil || r.largest.LargestFreeBytes() < ev.Size) {
+		r.takePeakSnapshot() // the pool may grow, or be collected, to serve it
+	}
 	t0 := time.Now()
 	b, err := r.alloc.Allocate(ev.Size, ev.Align)
 	if err == nil && r.toucher != nil {
@@ -278,6 +306,14 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 		r.result.FailedAllocs++
 		if r.result.FirstOOMEvent < 0 {
 			r.result.FirstOOMEvent, r.result.FirstOOMLine = i, ev.Line
+			if r.snap != nil {
+				s := r.snap.Snapshot()
+				if s.Request == nil {
+					s.Request = &bfcdump.Request{Bytes: ev.Size}
+				}
+				s.Event, s.Line = i, ev.Line
+				r.result.OOMSnapshot = s
+			}
 		}
 		r.emit(i, ev, allocators.Block{}, false)
 		if r.stopOnOOM {
@@ -289,6 +325,10 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 	r.result.OKAllocs++
 	r.live += ev.Size
 	r.inUse += b.Size
+	if r.peakSnapshots && r.inUse > r.peakInUse {
+		r.peakInUse, r.peakEvent, r.peakLine = r.inUse, i, ev.Line
+		r.peakPending = true
+	}
 	if ev.Flags&trace.HasAddr != 0 {
 		r.result.AddrChecked++
 		if ev.Addr == b.Addr {
@@ -313,6 +353,7 @@ func (r *runner) doFree(ev *trace.Event, i int64) error {
 	if r.chk != nil {
 		r.chk.onFree(ev.Size, b)
 	}
+	r.takePeakSnapshot()
 	t0 := time.Now()
 	err := r.alloc.Free(b)
 	r.freeHist.record(time.Since(t0))
@@ -323,6 +364,18 @@ func (r *runner) doFree(ev *trace.Event, i int64) error {
 	r.inUse -= b.Size
 	r.emit(i, ev, b, true)
 	return nil
+}
+
+// takePeakSnapshot describes the pool if it is at a peak not yet described.
+func (r *runner) takePeakSnapshot() {
+	if !r.peakPending {
+		return
+	}
+	r.peakPending = false
+	s := r.snap.Snapshot()
+	s.Request = nil
+	s.Event, s.Line = r.peakEvent, r.peakLine
+	r.result.PeakSnapshot = s
 }
 
 // observe updates the peaks and samples the fragmentation metric; it runs
@@ -386,6 +439,7 @@ func (r *runner) emit(i int64, ev *trace.Event, b allocators.Block, ok bool) {
 
 // finish fills in the Result once the trace is done.
 func (r *runner) finish() error {
+	r.takePeakSnapshot()
 	res := &r.result
 	st := r.space.Stats()
 	res.Space = st

@@ -134,6 +134,8 @@ func bindConfigFlags(fs *pflag.FlagSet, g gen.Generator) {
 			fs.Float64Var(p, flag, *p, help)
 		case *bool:
 			fs.BoolVar(p, flag, *p, help)
+		case *string:
+			fs.StringVar(p, flag, *p, help)
 		default:
 			panic(fmt.Sprintf("gen config field %s has unsupported type %s", f.Name, f.Type))
 		}

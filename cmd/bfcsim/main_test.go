@@ -170,7 +170,8 @@ func TestReplayOutDir(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	assert.Equal(t, []string{"report.json", "report.md"}, names, "no temporary files are left behind")
+	assert.Equal(t, []string{"cnn-infer.bfc.peak.memdump", "report.json", "report.md"}, names,
+		"no temporary files are left behind")
 	md, err := os.ReadFile(filepath.Join(out, "report.md"))
 	require.NoError(t, err)
 	assert.Equal(t, stdout, string(md), "report.md is the markdown rendering")
@@ -285,8 +286,8 @@ func TestReplayUsageErrors(t *testing.T) {
 func TestBundledTracesAreReproducible(t *testing.T) {
 	readme, err := os.ReadFile(bundled + "README.md")
 	require.NoError(t, err)
-	cmds := regexp.MustCompile("`bfcsim (gen [^`]+) -o traces/([a-z-]+\\.jsonl)`").FindAllStringSubmatch(string(readme), -1)
-	require.Len(t, cmds, 6)
+	cmds := regexp.MustCompile("`bfcsim (gen [^`]+) -o traces/([a-z/-]+\\.jsonl)`").FindAllStringSubmatch(string(readme), -1)
+	require.Len(t, cmds, 14)
 	for _, m := range cmds {
 		code, out, stderr := cli(t, "", strings.Fields(m[1])...)
 		require.Equal(t, 0, code, stderr)

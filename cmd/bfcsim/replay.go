@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/allocators/bfcdump"
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/sim"
 	"github.com/bfcsim/bfcsim/trace"
@@ -63,7 +64,7 @@ Allocators (-a) and their options (--set NAME.KEY=VALUE):
 	f.BoolVar(&o.touch, "touch", false, "with --space host, write every page of each allocation as it is made")
 	f.StringArrayVar(&o.sets, "set", nil, "allocator or space option NAME.KEY=VALUE, repeatable (e.g. bfc.allow_growth=false)")
 	f.StringVarP(&o.format, "format", "f", "table", "output format: "+strings.Join(report.Formats, ", "))
-	f.StringVarP(&o.out, "out", "o", "", "also write report.json and report.md into this directory")
+	f.StringVarP(&o.out, "out", "o", "", "also write report.json, report.md and bfc's memory dumps into this directory")
 	f.StringVar(&o.eventsOut, "events-out", "", "write per-event results (JSON Lines; .gz or .zst compressed) to this file")
 	f.BoolVar(&o.skipInvalid, "skip-invalid", false, "count and skip invalid events instead of stopping at the first")
 	f.BoolVar(&o.stopOnOOM, "stop-on-oom", false, "stop each allocator's replay at its first failed allocation")
@@ -185,7 +186,7 @@ func runReplay(cmd *cobra.Command, e *env, o *replayOptions, paths []string) err
 	rep := report.Build(runs)
 
 	if o.out != "" {
-		if err := writeReportDir(o.out, rep); err != nil {
+		if err := writeReportDir(o.out, rep, runs); err != nil {
 			return err
 		}
 	}
@@ -215,6 +216,8 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 		Space:      allocators.SpaceConfig{Kind: o.space, Capacity: capacity, Touch: o.touch, Options: spaceOpts},
 		StopOnOOM:  o.stopOnOOM,
 		Check:      o.check,
+		// -o DIR holds a MemoryDump of each bfc pool at its peak.
+		PeakSnapshots: o.out != "",
 	}
 	var events *eventsSink
 	if o.eventsOut != "" {
@@ -251,19 +254,60 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 	}, nil
 }
 
-// writeReportDir writes report.json and report.md into dir, each atomically.
-func writeReportDir(dir string, rep report.Report) error {
+// writeReportDir writes into dir, each file atomically: the memory dumps of
+// allocators that can describe their pool (TRACE.ALLOCATOR.peak.memdump and,
+// after an out-of-memory, .oom.memdump and .oom.log), then report.md and
+// report.json, last, so that a complete report.json means a complete
+// directory.
+func writeReportDir(dir string, rep report.Report, runs []report.TraceRun) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, "report.json"), func(w io.Writer) error {
-		return report.WriteJSON(w, rep)
+	seen := map[string]int{}
+	for i := range runs {
+		name := rep.Traces[i].Name
+		if seen[name]++; seen[name] > 1 {
+			name = fmt.Sprintf("%s-%d", name, seen[name]) // two traces of one name
+		}
+		for j := range runs[i].Results {
+			r := &runs[i].Results[j]
+			files := []struct {
+				kind string
+				snap *bfcdump.Snapshot
+				fn   func(io.Writer, *bfcdump.Snapshot) error
+			}{
+				{"peak.memdump", r.PeakSnapshot, writeMemoryDump},
+				{"oom.memdump", r.OOMSnapshot, writeMemoryDump},
+				{"oom.log", r.OOMSnapshot, bfcdump.WriteMemoryLog},
+			}
+			for _, f := range files {
+				if f.snap == nil {
+					continue
+				}
+				path := filepath.Join(dir, report.DumpFileName(name, r.Allocator, f.kind))
+				if err := writeFileAtomic(path, func(w io.Writer) error { return f.fn(w, f.snap) }); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "report.md"), func(w io.Writer) error {
+		return report.WriteMarkdown(w, rep)
 	}); err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, "report.md"), func(w io.Writer) error {
-		return report.WriteMarkdown(w, rep)
+	return writeFileAtomic(filepath.Join(dir, "report.json"), func(w io.Writer) error {
+		return report.WriteJSON(w, rep)
 	})
+}
+
+func writeMemoryDump(w io.Writer, s *bfcdump.Snapshot) error {
+	data, err := bfcdump.Marshal(s)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(data)
+	return err
 }
 
 // eventsSink collects per-event results: each allocator's worker writes its

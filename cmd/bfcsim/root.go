@@ -36,6 +36,7 @@ and reports fragmentation, peak usage and latency.
   bfcsim replay run.jsonl.gz -o out/        also write report.json and report.md
   bfcsim gen transformer-train -o t.jsonl   make a synthetic trace
   bfcsim validate trace.jsonl               check a trace and summarise it
+  bfcsim inspect oom.log                    explain a TensorFlow BFC dump or OOM log
 
 Exit codes: 0 success, 1 a comparison failed, 2 bad usage or bad input.`,
 		Version:       versionString(),
@@ -50,6 +51,7 @@ Exit codes: 0 success, 1 a comparison failed, 2 bad usage or bad input.`,
 		newReplayCmd(e),
 		newValidateCmd(e),
 		newGenCmd(e),
+		newInspectCmd(e),
 		newVersionCmd(),
 	)
 	return root

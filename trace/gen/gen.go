@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/bits"
@@ -38,6 +39,7 @@ var workloads = []struct {
 	{"fragmenter", func() Generator { c := DefaultFragmenter(); return &c }},
 	{"ramp", func() Generator { c := DefaultRamp(); return &c }},
 	{"random", func() Generator { c := DefaultRandom(); return &c }},
+	{"tf-test", func() Generator { c := DefaultTFTest(); return &c }},
 	{"transformer-infer", func() Generator { c := DefaultTransformerInfer(); return &c }},
 	{"transformer-train", func() Generator { c := DefaultTransformerTrain(); return &c }},
 }
@@ -207,6 +209,9 @@ func params(workload string, cfg any) map[string]string {
 			}
 		case reflect.Bool:
 			m[key] = strconv.FormatBool(fv.Bool())
+		case reflect.String:
+			text, _ := json.Marshal(fv.String()) // a string always marshals
+			m[key] = string(text)
 		default:
 			panic(fmt.Sprintf("gen: config field %s.%s has unsupported type %s", t.Name(), f.Name, f.Type))
 		}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TensorFlow's BFC tests, reproduced from the bundled traces through the
+// command line: each row is a replay of traces/tf/ (or traces/nodups.jsonl)
+// with the options the test used, and the numbers TensorFlow asserts, read
+// back from report.json. traces/README.md lists the same commands.
+func TestTFConformanceThroughCLI(t *testing.T) {
+	cases := []struct {
+		name  string
+		trace string
+		sets  []string
+		stats map[string]float64 // allocator_stats
+		res   map[string]float64 // other result keys
+	}{
+		{"NoDups", "nodups.jsonl", []string{"bfc.allow_growth=false"},
+			map[string]float64{"num_allocs": 1023, "bytes_in_use": 0, "peak_bytes_in_use": 654336, "largest_alloc_size": 1024, "regions": 1},
+			nil},
+		{"ExerciseCoalescing", "tf/exercise-coalescing.jsonl", []string{"bfc.allow_growth=false"},
+			map[string]float64{"num_allocs": 4097, "bytes_in_use": 0, "peak_bytes_in_use": 50352128, "largest_alloc_size": 41943040},
+			nil},
+		{"ExerciseCoalescing/tf-gpu", "tf/exercise-coalescing.jsonl", []string{"bfc.preset=tf-gpu"},
+			map[string]float64{"num_allocs": 4097, "bytes_in_use": 0, "peak_bytes_in_use": 50352128, "largest_alloc_size": 41943040, "pool_bytes": 1 << 30},
+			nil},
+		{"AllocatedVsRequested", "tf/allocated-vs-requested.jsonl", []string{"bfc.allow_growth=false"},
+			map[string]float64{"num_allocs": 1, "peak_bytes_in_use": 256},
+			nil},
+		{"CustomMemoryLimit", "tf/custom-limit.jsonl", []string{"bfc.allow_growth=false"},
+			map[string]float64{"num_allocs": 1, "bytes_limit": 2 << 20},
+			map[string]float64{"ok_allocs": 1, "failed_allocs": 1}},
+		{"BinDebugInfo", "tf/bin-debug-info.jsonl", []string{"bfc.allow_growth=false"},
+			map[string]float64{"num_allocs": 10, "peak_bytes_in_use": 15872, "bytes_in_use": 7936},
+			nil},
+		{"RegionGrowth", "tf/region-growth.jsonl", nil,
+			map[string]float64{"regions": 8, "pool_bytes": 512 << 20, "curr_region_allocation_bytes": 512 << 20},
+			nil},
+		{"RegionDeallocation/no-gc", "tf/region-deallocation.jsonl", nil,
+			map[string]float64{"regions": 8, "pool_bytes": 512 << 20},
+			map[string]float64{"failed_allocs": 1, "device_release_calls": 0}},
+		// TF ran this on a GPU, where a region can go anywhere: model that
+		// with a paged device (on a contiguous one, the device's own free
+		// space is split by the region kept, and the new region does not fit).
+		{"RegionDeallocation/gc", "tf/region-deallocation.jsonl", []string{"bfc.garbage_collection=true", "space.placement=paged"},
+			map[string]float64{"regions": 2, "pool_bytes": 2 << 30, "peak_pool_bytes": 2 << 30},
+			map[string]float64{"failed_allocs": 0, "device_release_calls": 7}},
+		{"PhysicalAllocatorOomsFragmentation", "tf/fragmentation-oom.jsonl", nil,
+			map[string]float64{"regions": 8, "pool_bytes": 512 << 20},
+			map[string]float64{"failed_allocs": 1}},
+		{"VirtualAllocatorPromotesReuse", "tf/fragmentation-oom.jsonl", []string{"bfc.coalescing_regions=true"},
+			map[string]float64{"regions": 1, "pool_bytes": 512 << 20},
+			map[string]float64{"failed_allocs": 0}},
+		{"GrowthStart/growth", "tf/growth-start.jsonl", []string{"bfc.allow_growth=true"},
+			map[string]float64{"pool_bytes": 2097152},
+			nil},
+		{"GrowthStart/no-growth", "tf/growth-start.jsonl", []string{"bfc.allow_growth=false"},
+			map[string]float64{"pool_bytes": 2147483648},
+			nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{bundled + tc.trace, "-a", "bfc"}
+			for _, s := range tc.sets {
+				args = append(args, "--set", s)
+			}
+			rep := replayJSON(t, args...)
+			r := rep["traces"].([]any)[0].(map[string]any)["results"].([]any)[0].(map[string]any)
+			st := r["allocator_stats"].(map[string]any)
+			for k, want := range tc.stats {
+				assert.Equal(t, want, st[k], "allocator_stats.%s", k)
+			}
+			for k, want := range tc.res {
+				assert.Equal(t, want, r[k], k)
+			}
+		})
+	}
+}
+
+// A bfc OOM carries TensorFlow's diagnostics and the cause in plain words;
+// -o DIR holds the pool as MemoryDumps and TF's log text.
+func TestOOMDiagnostics(t *testing.T) {
+	rep := replayJSON(t, bundled+"tf/fragmentation-oom.jsonl", "-a", "bfc")
+	r := rep["traces"].([]any)[0].(map[string]any)["results"].([]any)[0].(map[string]any)
+	d, ok := r["oom_diagnostics"].(map[string]any)
+	require.True(t, ok, "oom_diagnostics present")
+	assert.Equal(t, "fragmentation", d["verdict"])
+	assert.Equal(t, float64(508<<20), d["request_bytes"])
+	assert.Equal(t, r["first_oom_line"], d["line"])
+	assert.Len(t, d["occupancy"], 100)
+	log := d["memory_log"].(string)
+	assert.Contains(t, log, "Bin (256): \tTotal Chunks: ")
+	assert.Equal(t, 8, strings.Count(log, "Next region of size "), "eight regions that cannot merge")
+	assert.Contains(t, log, "Summary of in-use Chunks by size:")
+
+	code, out, stderr := cli(t, "", "replay", bundled+"tf/fragmentation-oom.jsonl", "-a", "bfc")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "bfc ran out of memory allocating 508.00 MiB (rounded to 532676608)")
+	assert.Contains(t, out, "fragmentation")
+
+	// No OOM, no diagnostics.
+	rep = replayJSON(t, bundled+"tf/fragmentation-oom.jsonl", "-a", "bfc", "--set", "bfc.coalescing_regions=true")
+	r = rep["traces"].([]any)[0].(map[string]any)["results"].([]any)[0].(map[string]any)
+	assert.NotContains(t, r, "oom_diagnostics")
+}
+
+// The dumps replay -o writes read back with inspect: the same chunks, and
+// TensorFlow's BinDebugInfo layout at the peak (11 chunks, bins 0..4 with
+// two chunks in use each, the free rest of the 1 GiB region in bin 20).
+func TestInspectRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	code, _, stderr := cli(t, "", "replay", bundled+"tf/bin-debug-info.jsonl", "-a", "bfc",
+		"--set", "bfc.allow_growth=false", "-o", dir, "-q")
+	require.Equal(t, 0, code, stderr)
+	dump := filepath.Join(dir, "tf-bin-debug-info.bfc.peak.memdump")
+	require.FileExists(t, dump)
+
+	code, out, stderr := cli(t, "", "inspect", dump, "-f", "json", "--chunks")
+	require.Equal(t, 0, code, stderr)
+	var ins struct {
+		Summary struct {
+			Chunks      int `json:"chunks"`
+			ChunksInUse int `json:"chunks_in_use"`
+			FreeChunks  int `json:"free_chunks"`
+		} `json:"summary"`
+		Chunks []struct {
+			Addr  string `json:"addr"`
+			Size  uint64 `json:"size"`
+			InUse bool   `json:"in_use"`
+		} `json:"chunks"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &ins), out)
+	assert.Equal(t, 11, ins.Summary.Chunks)
+	assert.Equal(t, 10, ins.Summary.ChunksInUse)
+	require.Len(t, ins.Chunks, 11)
+	last := ins.Chunks[10]
+	assert.False(t, last.InUse)
+	assert.Equal(t, uint64(1073725952), last.Size)
+	assert.Equal(t, "0x10000000000", ins.Chunks[0].Addr, "the virtual device starts at 1<<40")
+
+	// The text report names the allocator and draws the strip.
+	code, out, stderr = cli(t, "", "inspect", dump)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "bfc")
+	assert.Regexp(t, `\|[*x_]{100}\|`, out)
+
+	// --export writes a MemoryDump that reads back the same.
+	again := filepath.Join(dir, "again.memdump")
+	code, _, stderr = cli(t, "", "inspect", dump, "--export", again)
+	require.Equal(t, 0, code, stderr)
+	a, err := os.ReadFile(dump)
+	require.NoError(t, err)
+	b, err := os.ReadFile(again)
+	require.NoError(t, err)
+	assert.Equal(t, a, b, "export of an imported dump is byte-identical")
+}
+
+// A pasted TensorFlow OOM log, with its glog prefixes, is read and explained.
+func TestInspectTFLog(t *testing.T) {
+	code, out, stderr := cli(t, "", "inspect", "testdata/tf-oom.log")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "GPU_0_bfc")
+	assert.Regexp(t, `\|[*x_]{100}\|`, out)
+	assert.Contains(t, out, "fragmentation")
+
+	code, _, stderr = cli(t, "", "inspect", "testdata/tf-oom.log", "-f", "yaml")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, `unknown format "yaml"`)
+
+	code, _, stderr = cli(t, "", "inspect", bundled+"README.md")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "README.md")
+}

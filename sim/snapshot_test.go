@@ -1,0 +1,94 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/allocators/bfcdump"
+	"github.com/bfcsim/bfcsim/trace"
+)
+
+// The peak snapshot, taken lazily, is the pool exactly as it was after the
+// allocation that first reached the peak: replaying the trace up to that
+// event against a fresh allocator gives the same snapshot.
+func TestPeakSnapshotIsThePoolAtThePeak(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts allocators.Options
+	}{
+		{"growth", allocators.Options{}},
+		{"gc", allocators.Options{"garbage_collection": "true"}},
+		{"no-growth", allocators.Options{"allow_growth": "false"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, name := range []string{"transformer-train.jsonl", "random.jsonl", "fragmenter.jsonl"} {
+				evs := loadTrace(t, name)
+				cfg := Config{
+					Allocators:    []AllocatorSpec{{Name: "bfc", Options: tc.opts}},
+					Space:         allocators.SpaceConfig{Kind: "virtual", Capacity: 1 << 30},
+					PeakSnapshots: true,
+				}
+				res, err := Replay(t.Context(), &sliceSource{events: evs}, cfg)
+				require.NoError(t, err)
+				got := res[0].PeakSnapshot
+				require.NotNil(t, got, name)
+				assert.Equal(t, res[0].PeakInUseBytes, uint64(got.Stats.BytesInUse), "%s: in use at the peak", name)
+
+				want := prefixSnapshot(t, evs[:got.Event+1], tc.opts)
+				want.Event, want.Line = got.Event, got.Line
+				assert.Equal(t, want, got, name)
+			}
+		})
+	}
+}
+
+// prefixSnapshot replays events against a fresh bfc and describes its pool.
+func prefixSnapshot(t *testing.T, evs []trace.Event, opts allocators.Options) *bfcdump.Snapshot {
+	t.Helper()
+	sp, err := allocators.NewSpace(allocators.SpaceConfig{Kind: "virtual", Capacity: 1 << 30})
+	require.NoError(t, err)
+	a, _, err := allocators.New("bfc", sp, opts)
+	require.NoError(t, err)
+	blocks := map[uint64]allocators.Block{}
+	for _, ev := range evs {
+		switch ev.Op {
+		case trace.OpAlloc:
+			if ev.Size == 0 {
+				continue
+			}
+			if b, err := a.Allocate(ev.Size, ev.Align); err == nil {
+				blocks[ev.ID] = b
+			}
+		case trace.OpFree:
+			if b, ok := blocks[ev.ID]; ok {
+				require.NoError(t, a.Free(b))
+				delete(blocks, ev.ID)
+			}
+		}
+	}
+	s := a.(allocators.Snapshotter).Snapshot()
+	s.Request = nil
+	return s
+}
+
+// The first failed allocation leaves a snapshot naming the request and
+// where it was; later failures do not replace it. Peak snapshots are off
+// unless asked for.
+func TestOOMSnapshot(t *testing.T) {
+	evs := []trace.Event{alloc(1, 600<<10), alloc(2, 600<<10), alloc(3, 300<<10), free(1), alloc(4, 2<<20)}
+	res := replay(t, evs, config(1<<20, "bfc", "naive"))
+	s := res[0].OOMSnapshot
+	require.NotNil(t, s)
+	// The 1 MiB region is under twice 600 KiB, so the first block took it
+	// whole and the second allocation (event 1) failed.
+	assert.Equal(t, int64(1), s.Event)
+	assert.Equal(t, int64(2), s.Line)
+	assert.Equal(t, &bfcdump.Request{Bytes: 600 << 10, Rounded: 600 << 10}, s.Request)
+	assert.Equal(t, []bfcdump.Chunk{{Addr: 1 << 40, Size: 1 << 20, Requested: 600 << 10, InUse: true, Bin: -1}}, s.Chunks)
+	assert.Nil(t, res[0].PeakSnapshot)
+	assert.Nil(t, res[1].OOMSnapshot, "naive cannot describe a pool")
+	assert.Equal(t, int64(3), res[0].FailedAllocs)
+}
