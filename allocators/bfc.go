@@ -87,7 +87,8 @@ type BFCConfig struct {
 	// MemoryLimit caps the pool (TF's total_memory); 0 means the space's
 	// capacity. A limit above the capacity is kept, as in TF when the
 	// configured limit exceeds the device's free memory: the device refuses
-	// the region and Extend backpedals.
+	// the region and Extend backpedals. Limits above MaxCapacity are
+	// lowered to it, so that doubling the region size cannot overflow.
 	MemoryLimit uint64
 	// AllowGrowth starts with a 2 MiB region and grows on demand; without it
 	// the first region is the whole memory limit.
@@ -149,6 +150,9 @@ func newBFCFromOptions(sp Space, o Options) (Allocator, map[string]any, error) {
 	}
 	if !(cfg.FragmentationFraction >= 0 && cfg.FragmentationFraction <= 1) {
 		s.fail("fragmentation_fraction", s.raw("fragmentation_fraction"), "a fraction between 0 and 1")
+	}
+	if cfg.MemoryLimit > MaxCapacity {
+		s.fail("memory_limit", s.raw("memory_limit"), "at most 4EiB (2^62 bytes)")
 	}
 	if err := s.Err(); err != nil {
 		return nil, nil, err
@@ -224,7 +228,7 @@ var (
 // NewBFC returns a BFC allocator over sp. It reserves nothing until the
 // first allocation.
 func NewBFC(sp Space, cfg BFCConfig) *BFC {
-	limit := cfg.MemoryLimit
+	limit := min(cfg.MemoryLimit, MaxCapacity)
 	if limit == 0 {
 		limit = sp.Capacity()
 	}
@@ -425,16 +429,28 @@ func (b *BFC) removeFromBin(h int32) {
 
 // extend grows the pool by one region able to hold rounded bytes (TF's Extend).
 func (b *BFC) extend(rounded uint64) bool {
-	available := (b.memoryLimit - b.poolBytes) &^ (bfcMinAllocationSize - 1)
+	var available uint64
+	if b.poolBytes < b.memoryLimit {
+		available = (b.memoryLimit - b.poolBytes) &^ (bfcMinAllocationSize - 1)
+	}
 	if rounded > available {
 		return false
 	}
 	increased := false
 	for rounded > b.currRegionBytes {
-		b.currRegionBytes *= 2
+		b.doubleRegionBytes()
 		increased = true
 	}
 	bytes := min(b.currRegionBytes, available)
+	// The device grants whole granules (pages on the host). Where that
+	// would take the pool past its limit, ask for whole granules only;
+	// TF's size_t arithmetic would wrap around instead.
+	if g := b.space.Granule(); alignUp(bytes, g) > available {
+		bytes = available / g * g
+		if bytes < rounded {
+			return false
+		}
+	}
 	addr, err := b.space.Reserve(bytes)
 	if err != nil && !b.startedBackpedal {
 		b.startedBackpedal = true
@@ -456,7 +472,7 @@ func (b *BFC) extend(rounded uint64) bool {
 		return false
 	}
 	if !increased {
-		b.currRegionBytes *= 2
+		b.doubleRegionBytes()
 	}
 	// The region is what the device granted (TF's bytes_received): the
 	// request rounded up to the space's granule, a page on the host.
@@ -465,6 +481,17 @@ func (b *BFC) extend(rounded uint64) bool {
 	b.peakPoolBytes = max(b.peakPoolBytes, b.poolBytes)
 	b.addRegion(addr, received)
 	return true
+}
+
+// doubleRegionBytes doubles the next region's target size, saturating at
+// 2^63: larger than any memory limit, so the doubling loop in extend always
+// ends (TF's size_t would wrap to 0 after enough regions).
+func (b *BFC) doubleRegionBytes() {
+	if b.currRegionBytes >= 1<<62 {
+		b.currRegionBytes = 1 << 63
+		return
+	}
+	b.currRegionBytes *= 2
 }
 
 // addRegion records a new region and its single free chunk, joining it to

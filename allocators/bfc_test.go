@@ -40,3 +40,22 @@ func TestBFCBackpedalIsSinglePrecision(t *testing.T) {
 	assert.Equal(t, int64(1565515520), b.Stats()["pool_bytes"])
 	assert.Equal(t, int64(4), sp.Stats().ReserveCalls)
 }
+
+// A memory limit near 2^64 would overflow the doubling of the region size
+// and spin forever; the option refuses it and NewBFC lowers it to
+// MaxCapacity, so a failing request ends.
+func TestBFCHugeMemoryLimit(t *testing.T) {
+	sp := NewVirtualSpace(1<<30, CostModel{}, FirstFit)
+	_, _, err := New("bfc", sp, Options{"memory_limit": "8EiB"})
+	require.ErrorIs(t, err, ErrBadOption)
+	assert.Contains(t, err.Error(), "at most 4EiB")
+
+	for _, limit := range []uint64{1 << 63, 1<<64 - 1} {
+		b := NewBFC(NewVirtualSpace(1<<30, CostModel{}, FirstFit), BFCConfig{MemoryLimit: limit})
+		_, err := b.Allocate(1, 0) // backpedals to what the 1 GiB device has
+		require.NoError(t, err)
+		_, err = b.Allocate(2<<30, 0)
+		assert.ErrorIs(t, err, ErrOutOfMemory)
+		assert.Equal(t, int64(MaxCapacity), b.Stats()["bytes_limit"])
+	}
+}

@@ -65,3 +65,22 @@ func TestBFCOverHostSpace(t *testing.T) {
 	}
 	assert.Equal(t, int64(0), a.(StatsReporter).Stats()["bytes_in_use"])
 }
+
+// On the host the device grants whole pages. A memory limit that is not a
+// multiple of the page size must still cap the pool: the last region is cut
+// to whole pages instead of overshooting the limit.
+func TestBFCHostPoolStaysUnderLimit(t *testing.T) {
+	page := uint64(os.Getpagesize())
+	sp, err := NewHostSpace(64<<20, CostModel{})
+	require.NoError(t, err)
+	defer sp.Close()
+	limit := uint64(10<<20 + 256)
+	b := NewBFC(sp, BFCConfig{MemoryLimit: limit, AllowGrowth: true})
+	for _, size := range []uint64{2 << 20, 4 << 20, 4<<20 + 256, 1 << 20} {
+		_, _ = b.Allocate(size, 0)
+		pool := uint64(b.Stats()["pool_bytes"])
+		assert.LessOrEqual(t, pool, limit, "after allocating %d bytes", size)
+		assert.Zero(t, pool%page)
+	}
+	assert.LessOrEqual(t, sp.Stats().PeakReservedBytes, limit)
+}
