@@ -85,8 +85,9 @@ type OOMDiagnostics struct {
 	Line         int64  `json:"line"`
 	RequestBytes uint64 `json:"request_bytes"`
 	RoundedBytes uint64 `json:"rounded_bytes"`
-	// Verdict is one word for the cause (fragmentation, out-of-memory,
-	// too-large); Explanation says it in plain language with the numbers.
+	// Verdict is one word for the cause (bfcdump's Verdict constants:
+	// fragmentation, out-of-memory, too-large, device-full, unexplained);
+	// Explanation says it in plain language with the numbers.
 	Verdict     string          `json:"verdict"`
 	Explanation string          `json:"explanation"`
 	Summary     bfcdump.Summary `json:"summary"`
@@ -134,7 +135,11 @@ func NewOOMDiagnostics(s *bfcdump.Snapshot) *OOMDiagnostics {
 		})
 	}
 	var log strings.Builder
-	_ = bfcdump.WriteMemoryLog(&log, s) // a strings.Builder never fails
+	if err := bfcdump.WriteMemoryLog(&log, s); err != nil {
+		// Only a snapshot that breaks its own invariants gets here.
+		log.Reset()
+		log.WriteString("no memory log: " + err.Error() + "\n")
+	}
 	d.MemoryLog = log.String()
 	return d
 }
