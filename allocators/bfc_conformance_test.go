@@ -13,6 +13,7 @@ package allocators
 // CoalescingRegions false and true (forEachSubAllocator).
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -117,7 +118,7 @@ func chunkAt(t *testing.T, w ChunkWalker, addr uint64) Chunk {
 func checkNoOverlap(t *testing.T, w ChunkWalker, blocks []Block) {
 	t.Helper()
 	sorted := slices.Clone(blocks)
-	slices.SortFunc(sorted, func(a, b Block) int { return cmpUint64(a.Addr, b.Addr) })
+	slices.SortFunc(sorted, func(a, b Block) int { return cmp.Compare(a.Addr, b.Addr) })
 	for i := 1; i < len(sorted); i++ {
 		prev, cur := sorted[i-1], sorted[i]
 		require.NotEqual(t, prev.Addr, cur.Addr, "duplicate pointer")
@@ -132,16 +133,6 @@ func checkNoOverlap(t *testing.T, w ChunkWalker, blocks []Block) {
 	for _, blk := range blocks {
 		require.Equal(t, blk.Size, inUse[blk.Addr], "block %+v is not an in-use chunk of its size", blk)
 	}
-}
-
-func cmpUint64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // TestTF_NoDups: sizes 1..1023 give distinct, disjoint blocks.

@@ -84,13 +84,7 @@ var tfTestCases = []tfTestCase{
 		// request: more than the 1.5 GiB left of the limit, so it fails
 		// unless garbage collection gives the seven free regions (256 MiB)
 		// back first; then it gets a new region of its own.
-		ids := make([]uint64, 128)
-		for i := range ids {
-			ids[i] = e.alloc(4<<20, "")
-		}
-		for _, id := range ids[:127] {
-			e.free(id)
-		}
+		keepLastOf128(e)
 		e.alloc(1664<<20, "")
 	}},
 	{"fragmentation-oom", 512 << 20, func(e *emitter) {
@@ -98,13 +92,7 @@ var tfTestCases = []tfTestCase{
 		// then 508 MiB: regions that cannot merge leave no chunk large
 		// enough (PhysicalAllocatorOomsFragmentation); coalescing regions
 		// do (VirtualAllocatorPromotesReuse).
-		ids := make([]uint64, 128)
-		for i := range ids {
-			ids[i] = e.alloc(4<<20, "")
-		}
-		for _, id := range ids[:127] {
-			e.free(id)
-		}
+		keepLastOf128(e)
 		e.alloc(508<<20, "")
 	}},
 	{"growth-start", 2 << 30, func(e *emitter) {
@@ -112,6 +100,18 @@ var tfTestCases = []tfTestCase{
 		// whole 2 GiB limit without.
 		e.alloc(1024, "")
 	}},
+}
+
+// keepLastOf128 allocates 128 × 4 MiB, then frees all but the last: with
+// growth, regions of 4, 4, 8, ..., 256 MiB, all free but the last.
+func keepLastOf128(e *emitter) {
+	ids := make([]uint64, 128)
+	for i := range ids {
+		ids[i] = e.alloc(4<<20, "")
+	}
+	for _, id := range ids[:127] {
+		e.free(id)
+	}
 }
 
 // TFTestCases returns the case names, in the order of the help text.
