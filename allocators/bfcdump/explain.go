@@ -117,7 +117,7 @@ func explainRequest(sum Summary, req Request, limitKnown bool, acrossRegions uin
 			ib(sum.LargestFreeChunk), asked))
 	case limitKnown && need <= headroom:
 		return VerdictDeviceFull, append(text, fmt.Sprintf(
-			"The pool could still grow by %s under its %s limit, enough for %s, yet the allocation failed: the device refused the new region. The memory limit overstates what the device had free (memory held by another process or outside the allocator).",
+			"The pool could still grow by %s under its %s limit, enough for %s, yet the allocation failed: the device refused the new region. Either the memory limit overstates what the device had free (memory held by another process or outside the allocator), or the device's own address space is too fragmented for one region that large.",
 			ib(sum.Unreserved), ib(sum.MemoryLimit), asked))
 	}
 	// Fragmentation: enough free memory in total, no piece large enough.
