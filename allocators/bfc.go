@@ -609,7 +609,8 @@ func (b *BFC) WalkChunks(fn func(Chunk)) {
 
 // Snapshot describes the pool as TensorFlow's RecordMemoryMap and
 // DumpMemoryLog see it: every region and chunk, the stats, and, when the
-// latest Allocate failed, the request it could not serve.
+// latest Allocate failed, the request it could not serve. TF's
+// fragmentation metric is left for bfcdump to derive from the chunks.
 func (b *BFC) Snapshot() *bfcdump.Snapshot {
 	s := &bfcdump.Snapshot{
 		AllocatorName: "bfc",
@@ -619,7 +620,6 @@ func (b *BFC) Snapshot() *bfcdump.Snapshot {
 			BytesInUse:                b.bytesInUse,
 			PeakBytesInUse:            b.peakBytesInUse,
 			LargestAllocSize:          b.largestAlloc,
-			Fragmentation:             b.fragmentation(),
 			BytesLimit:                int64(b.memoryLimit),
 			PoolBytes:                 int64(b.poolBytes),
 			CurrRegionAllocationBytes: int64(b.currRegionBytes),
@@ -640,15 +640,4 @@ func (b *BFC) Snapshot() *bfcdump.Snapshot {
 		}
 	}
 	return s
-}
-
-// fragmentation is TF's GetFragmentation: the share of the pool's free
-// bytes outside its largest free chunk; 0 when nothing is free (TF leaves
-// that case undefined).
-func (b *BFC) fragmentation() float64 {
-	free := int64(b.poolBytes) - b.bytesInUse
-	if free <= 0 {
-		return 0
-	}
-	return float64(free-int64(b.LargestFreeBytes())) / float64(free)
 }

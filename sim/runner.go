@@ -169,7 +169,6 @@ type runner struct {
 	// (a free, a step, or an allocation the pool may have to grow or
 	// collect for). A ramp of allocations costs one snapshot, not one each.
 	peakPending         bool
-	peakInUse           uint64
 	peakEvent, peakLine int64
 
 	out     *bufio.Writer
@@ -325,8 +324,10 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 	r.result.OKAllocs++
 	r.live += ev.Size
 	r.inUse += b.Size
-	if r.peakSnapshots && r.inUse > r.peakInUse {
-		r.peakInUse, r.peakEvent, r.peakLine = r.inUse, i, ev.Line
+	// observe has not yet seen this allocation: the result still holds the
+	// peak before it.
+	if r.peakSnapshots && r.inUse > r.result.PeakInUseBytes {
+		r.peakEvent, r.peakLine = i, ev.Line
 		r.peakPending = true
 	}
 	if ev.Flags&trace.HasAddr != 0 {
