@@ -57,23 +57,33 @@ Allocators (-a) and their options (--set NAME.KEY=VALUE):
 			return runReplay(cmd, e, o, args)
 		},
 	}
+	o.addFlags(cmd, true)
 	f := cmd.Flags()
-	f.StringSliceVarP(&o.allocators, "allocators", "a", allocators.DefaultNames, "comma-separated allocators to replay against")
+	f.StringVarP(&o.format, "format", "f", "table", "output format: "+strings.Join(report.Formats, ", "))
+	f.StringVarP(&o.out, "out", "o", "", "also write report.json, report.md and bfc's memory dumps into this directory")
+	f.StringVar(&o.eventsOut, "events-out", "", "write per-event results (JSON Lines; .gz or .zst compressed) to this file")
+	_ = cmd.RegisterFlagCompletionFunc("format", fixedCompletion(report.Formats...))
+	return cmd
+}
+
+// addFlags registers the flags that say how to replay: allocators, device,
+// options and trace handling. Commands that replay (replay, compare, plot)
+// share them; multi says whether -a takes a list.
+func (o *replayOptions) addFlags(cmd *cobra.Command, multi bool) {
+	f := cmd.Flags()
+	if multi {
+		f.StringSliceVarP(&o.allocators, "allocators", "a", allocators.DefaultNames, "comma-separated allocators to replay against")
+	}
 	f.StringVar(&o.capacity, "capacity", "", "device capacity, e.g. 80GiB or 16GB (default: the trace header's, else 80GiB)")
 	f.StringVar(&o.space, "space", "virtual", "address space: virtual (simulated device) or host (real mmap'd memory)")
 	f.BoolVar(&o.touch, "touch", false, "with --space host, write every page of each allocation as it is made")
 	f.StringArrayVar(&o.sets, "set", nil, "allocator or space option NAME.KEY=VALUE, repeatable (e.g. bfc.allow_growth=false)")
-	f.StringVarP(&o.format, "format", "f", "table", "output format: "+strings.Join(report.Formats, ", "))
-	f.StringVarP(&o.out, "out", "o", "", "also write report.json, report.md and bfc's memory dumps into this directory")
-	f.StringVar(&o.eventsOut, "events-out", "", "write per-event results (JSON Lines; .gz or .zst compressed) to this file")
 	f.BoolVar(&o.skipInvalid, "skip-invalid", false, "count and skip invalid events instead of stopping at the first")
 	f.BoolVar(&o.stopOnOOM, "stop-on-oom", false, "stop each allocator's replay at its first failed allocation")
 	f.BoolVar(&o.check, "check", false, "verify every allocation with the invariant checker (slower)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar")
 	_ = cmd.RegisterFlagCompletionFunc("allocators", fixedCompletion(allocators.Names()...))
-	_ = cmd.RegisterFlagCompletionFunc("format", fixedCompletion(report.Formats...))
 	_ = cmd.RegisterFlagCompletionFunc("space", fixedCompletion(allocators.SpaceKinds...))
-	return cmd
 }
 
 func fixedCompletion(words ...string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -126,65 +136,88 @@ func parseSets(sets, names []string) (map[string]allocators.Options, allocators.
 	return per, space, nil
 }
 
-func runReplay(cmd *cobra.Command, e *env, o *replayOptions, paths []string) error {
-	if !slices.Contains(report.Formats, o.format) {
-		return fmt.Errorf("unknown format %q (want one of %s)", o.format, strings.Join(report.Formats, ", "))
-	}
+// replayPlan is a replay's checked configuration, ready to run on each trace.
+type replayPlan struct {
+	specs     []sim.AllocatorSpec
+	capacity  uint64 // 0: the trace header's, else sim.DefaultCapacity
+	spaceOpts allocators.Options
+}
+
+// plan checks the options that say how to replay, before any trace is read.
+func (o *replayOptions) plan(paths []string) (*replayPlan, error) {
 	if len(o.allocators) == 0 {
-		return fmt.Errorf("no allocators given (-a)")
+		return nil, fmt.Errorf("no allocators given (-a)")
 	}
 	for i, n := range o.allocators {
 		if _, err := allocators.Lookup(n); err != nil {
-			return err
+			return nil, err
 		}
 		if slices.Contains(o.allocators[:i], n) {
-			return fmt.Errorf("-a lists %s twice", n)
+			return nil, fmt.Errorf("-a lists %s twice", n)
 		}
 	}
 	per, spaceOpts, err := parseSets(o.sets, o.allocators)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var capacity uint64
+	p := &replayPlan{spaceOpts: spaceOpts}
 	if o.capacity != "" {
-		if capacity, err = allocators.ParseSize(o.capacity); err != nil {
-			return fmt.Errorf("--capacity: %w", err)
+		if p.capacity, err = allocators.ParseSize(o.capacity); err != nil {
+			return nil, fmt.Errorf("--capacity: %w", err)
 		}
-		if capacity == 0 {
-			return fmt.Errorf("--capacity must be more than 0 bytes")
+		if p.capacity == 0 {
+			return nil, fmt.Errorf("--capacity must be more than 0 bytes")
 		}
 	}
 	if o.eventsOut != "" && len(paths) > 1 {
-		return fmt.Errorf("--events-out takes one trace, got %d", len(paths))
+		return nil, fmt.Errorf("--events-out takes one trace, got %d", len(paths))
 	}
 	if o.touch && o.space != "host" {
-		return fmt.Errorf("--touch needs --space host")
+		return nil, fmt.Errorf("--touch needs --space host")
 	}
 	// Check the space before reading any trace; the capacity is known per trace.
 	if _, err := (allocators.SpaceConfig{Kind: o.space, Capacity: 1, Options: spaceOpts}).Validate(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := checkStdinOnce(paths); err != nil {
+		return nil, err
+	}
+	p.specs = make([]sim.AllocatorSpec, len(o.allocators))
+	for i, n := range o.allocators {
+		p.specs[i] = sim.AllocatorSpec{Name: n, Options: per[n]}
+	}
+	return p, nil
+}
+
+// replayAll replays every trace in turn.
+func (o *replayOptions) replayAll(cmd *cobra.Command, e *env, p *replayPlan, paths []string) ([]report.TraceRun, error) {
+	var runs []report.TraceRun
+	for _, path := range paths {
+		run, err := replayOne(cmd, e, o, path, p.specs, p.capacity, p.spaceOpts)
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, run)
+	}
+	return runs, nil
+}
+
+func runReplay(cmd *cobra.Command, e *env, o *replayOptions, paths []string) error {
+	if !slices.Contains(report.Formats, o.format) {
+		return fmt.Errorf("unknown format %q (want one of %s)", o.format, strings.Join(report.Formats, ", "))
+	}
+	p, err := o.plan(paths)
+	if err != nil {
 		return err
 	}
 	if err := checkOutputs(paths, o.out, o.eventsOut); err != nil {
 		return err
 	}
-
-	specs := make([]sim.AllocatorSpec, len(o.allocators))
-	for i, n := range o.allocators {
-		specs[i] = sim.AllocatorSpec{Name: n, Options: per[n]}
-	}
-	var runs []report.TraceRun
-	for _, path := range paths {
-		run, err := replayOne(cmd, e, o, path, specs, capacity, spaceOpts)
-		if err != nil {
-			return err
-		}
-		runs = append(runs, run)
+	runs, err := o.replayAll(cmd, e, p, paths)
+	if err != nil {
+		return err
 	}
 	rep := report.Build(runs)
-
 	if o.out != "" {
 		if err := writeReportDir(o.out, rep, runs); err != nil {
 			return err
