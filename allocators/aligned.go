@@ -54,6 +54,7 @@ var (
 	_ LargestFreeReporter = (*Aligned)(nil)
 	_ StatsReporter       = (*Aligned)(nil)
 	_ Stepper             = (*Aligned)(nil)
+	_ Extenter            = (*Aligned)(nil)
 )
 
 // NewAligned returns a cache-aligned allocator with line size line over base.
@@ -95,6 +96,12 @@ func newAlignedFromOptions(sp Space, o Options) (Allocator, map[string]any, erro
 		eff["base."+k] = v
 	}
 	return a, eff, nil
+}
+
+// Extent returns the base block: the padding before b.Addr is part of it.
+func (a *Aligned) Extent(b Block) (addr, size uint64) {
+	base := a.table[uint32(b.Handle)].base
+	return base.Addr, base.Size
 }
 
 // Allocate pads the request by one line and aligns inside the base block.

@@ -100,6 +100,14 @@ type ChunkWalker interface {
 	WalkChunks(fn func(Chunk))
 }
 
+// Extenter is an allocator whose blocks do not begin at the bytes set aside
+// for them: padding or a header comes before Block.Addr.
+type Extenter interface {
+	// Extent returns the bytes set aside for the live block b,
+	// [addr, addr+size); size is b.Size.
+	Extent(b Block) (addr, size uint64)
+}
+
 // Snapshotter is an allocator that can describe its whole state the way
 // TensorFlow's BFC dumps it (DumpMemoryLog, MemoryDump), for OOM
 // diagnostics and memory dumps.

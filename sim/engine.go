@@ -52,6 +52,9 @@ type Config struct {
 	// in Result.PeakSnapshot. Snapshots at the first failed allocation are
 	// always taken.
 	PeakSnapshots bool
+	// Record, if set, asks for the series plots are drawn from (see
+	// RecordConfig), in Result.Timeline, Memmap and Layout.
+	Record *RecordConfig
 }
 
 // Replay drives every event of src through each configured allocator and

@@ -20,7 +20,20 @@ type Latency struct {
 	Count                    int64
 	P50, P90, P99, P999, Max int64
 	Mean                     float64
+	// Curve is the distribution: the latency at each of CurveQuantiles,
+	// from the histogram (empty if there were no calls).
+	Curve []int64
 }
+
+// CurveQuantiles are the quantiles of Latency.Curve: ten steps per decade of
+// 1/(1-q), from 0 to 0.99999, then 1 (the maximum).
+var CurveQuantiles = func() []float64 {
+	var q []float64
+	for k := 0; k <= 50; k++ {
+		q = append(q, 1-math.Pow(10, -float64(k)/10))
+	}
+	return append(q, 1)
+}()
 
 // Result is what one allocator did with one trace. Byte counts follow SPEC §5.
 type Result struct {
@@ -72,6 +85,13 @@ type Result struct {
 	// peak, with Event and Line naming the allocation that reached it; only
 	// with Config.PeakSnapshots.
 	PeakSnapshot *bfcdump.Snapshot
+
+	// Timeline, Memmap and Layout are the series plots are drawn from; only
+	// with Config.Record. Layout is nil if the trace ended before the event
+	// asked for.
+	Timeline *Timeline
+	Memmap   *Memmap
+	Layout   *Layout
 }
 
 // Fragmentation is 1 - peak live / peak reserved (0 when nothing was reserved).
@@ -132,6 +152,13 @@ func (h *histogram) summary() Latency {
 	l.P99 = h.h.ValueAtQuantile(99)
 	l.P999 = h.h.ValueAtQuantile(99.9)
 	l.Mean = h.sum / float64(h.count)
+	l.Curve = make([]int64, len(CurveQuantiles))
+	for i, q := range CurveQuantiles {
+		// The histogram answers with the top of a bucket, which may
+		// exceed the largest call.
+		l.Curve[i] = min(h.h.ValueAtQuantile(100*q), h.max)
+	}
+	l.Curve[len(l.Curve)-1] = h.max
 	return l
 }
 
@@ -149,11 +176,13 @@ type runner struct {
 	stepper      allocators.Stepper
 	stats        allocators.StatsReporter
 	snap         allocators.Snapshotter
+	extent       allocators.Extenter
 	chk          *checker
 	stopOnOOM    bool
 	spaceOptions map[string]any
 	// peakSnapshots: take Result.PeakSnapshot.
 	peakSnapshots bool
+	rec           *recorder // nil unless Config.Record
 
 	blocks []allocators.Block // by Slot; Size 0 means "no block"
 
@@ -193,6 +222,15 @@ func newRunner(spec AllocatorSpec, cfg Config) (*runner, error) {
 		r.chk = newChecker(spec.Name, sp)
 		under = checkedSpace{Space: sp, c: r.chk}
 	}
+	if cfg.Record != nil {
+		rc, err := cfg.Record.withDefaults()
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		r.rec = newRecorder(rc, sp.Granule())
+		under = recordingSpace{Space: under, rec: r.rec}
+	}
 	a, eff, err := allocators.New(spec.Name, under, spec.Options)
 	if err != nil {
 		r.close()
@@ -206,6 +244,7 @@ func newRunner(spec AllocatorSpec, cfg Config) (*runner, error) {
 	r.stepper, _ = a.(allocators.Stepper)
 	r.stats, _ = a.(allocators.StatsReporter)
 	r.snap, _ = a.(allocators.Snapshotter)
+	r.extent, _ = a.(allocators.Extenter)
 	r.peakSnapshots = cfg.PeakSnapshots && r.snap != nil
 	if r.chk != nil {
 		if l, ok := a.(allocators.AlignmentLimiter); ok {
@@ -244,6 +283,10 @@ func (r *runner) apply(events []trace.Event, first int64) error {
 		ev := &events[j]
 		i := first + int64(j)
 		r.result.Events++
+		failed := r.result.FailedAllocs
+		if r.rec != nil {
+			r.rec.now = i
+		}
 		switch ev.Op {
 		case trace.OpAlloc:
 			if err := r.doAlloc(ev, i); err != nil {
@@ -258,8 +301,18 @@ func (r *runner) apply(events []trace.Event, first int64) error {
 				r.takePeakSnapshot()
 				r.stepper.Step()
 			}
+			if r.rec != nil {
+				r.rec.mark(i, ev)
+			}
+		case trace.OpMark:
+			if r.rec != nil {
+				r.rec.mark(i, ev)
+			}
 		}
-		r.observe()
+		frag := r.observe()
+		if r.rec != nil {
+			r.rec.after(i, ev.Line, r.live, r.inUse, r.space.Stats().ReservedBytes, frag, r.result.FailedAllocs > failed)
+		}
 		if r.chk != nil {
 			var stats map[string]int64
 			if r.stats != nil && r.result.Events%checkEvery == 0 {
@@ -324,11 +377,23 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 	r.result.OKAllocs++
 	r.live += ev.Size
 	r.inUse += b.Size
+	if r.rec != nil {
+		at := b
+		if r.extent != nil {
+			at.Addr, at.Size = r.extent.Extent(b)
+		}
+		r.rec.alloc(ev.Slot, at, ev.Size, ev.Tag)
+	}
 	// observe has not yet seen this allocation: the result still holds the
 	// peak before it.
-	if r.peakSnapshots && r.inUse > r.result.PeakInUseBytes {
-		r.peakEvent, r.peakLine = i, ev.Line
-		r.peakPending = true
+	if r.inUse > r.result.PeakInUseBytes {
+		if r.peakSnapshots {
+			r.peakEvent, r.peakLine = i, ev.Line
+			r.peakPending = true
+		}
+		if r.rec != nil {
+			r.rec.peak(i, ev.Line)
+		}
 	}
 	if ev.Flags&trace.HasAddr != 0 {
 		r.result.AddrChecked++
@@ -363,6 +428,9 @@ func (r *runner) doFree(ev *trace.Event, i int64) error {
 	}
 	r.live -= ev.Size
 	r.inUse -= b.Size
+	if r.rec != nil {
+		r.rec.free(ev.Slot)
+	}
 	r.emit(i, ev, b, true)
 	return nil
 }
@@ -379,9 +447,10 @@ func (r *runner) takePeakSnapshot() {
 	r.result.PeakSnapshot = s
 }
 
-// observe updates the peaks and samples the fragmentation metric; it runs
-// after every event, so the metric's mean is over the trace's events.
-func (r *runner) observe() {
+// observe updates the peaks and samples the fragmentation metric, which it
+// returns; it runs after every event, so the metric's mean is over the
+// trace's events.
+func (r *runner) observe() float64 {
 	res := &r.result
 	reserved := r.space.Stats().ReservedBytes
 	res.PeakLiveBytes = max(res.PeakLiveBytes, r.live)
@@ -402,6 +471,7 @@ func (r *runner) observe() {
 	r.fragSum += frag
 	r.fragSamples++
 	res.TFFragmentationMax = math.Max(res.TFFragmentationMax, frag)
+	return frag
 }
 
 // emit writes one per-event result line.
@@ -454,6 +524,9 @@ func (r *runner) finish() error {
 	res.ReplaySeconds = r.busy.Seconds()
 	if r.stats != nil {
 		res.AllocatorStats = r.stats.Stats()
+	}
+	if r.rec != nil {
+		res.Timeline, res.Memmap, res.Layout = r.rec.finish(res.Events)
 	}
 	if r.chk != nil {
 		r.chk.accounting(r.inUse, st, res.AllocatorStats)

@@ -1,0 +1,581 @@
+package sim
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/trace"
+)
+
+// Recording keeps, for each allocator, the series that plots are drawn
+// from: a timeline of bytes over the trace, a memory map of every block and
+// region in address × time, and the layout of the address space at one
+// moment. Each is bounded, so that a trace of any length records in memory
+// that does not grow with it:
+//
+//   - the timeline keeps at most Points points; when the trace outgrows them,
+//     neighbouring points are merged pairwise and each point summarises twice
+//     as many events (maxima of the byte counts, so no peak is lost);
+//   - the memory map keeps every block and region as a rectangle while there
+//     are at most Blocks of each; past that it paints them into a raster of
+//     Rows × Columns cells that records what fraction of each cell's bytes ×
+//     events was in use or reserved, and whose cells double in width (time)
+//     or height (address) as the trace outgrows them;
+//   - the layout is captured exactly. At an event index that is a copy of
+//     the live blocks and regions; at the peak it is rebuilt from the last
+//     copy and a log of the changes since, with a fresh copy whenever the log
+//     outgrows the state, so the cost per event stays constant.
+
+// RecordConfig asks Replay to record the series plots are drawn from.
+type RecordConfig struct {
+	// Points bounds the timeline (default DefaultPoints).
+	Points int
+	// Blocks is the most blocks, and separately regions, the memory map
+	// keeps as exact rectangles (default DefaultBlocks).
+	Blocks int
+	// Rows and Columns size the memory map's raster, used past Blocks
+	// (defaults DefaultRows and DefaultColumns).
+	Rows, Columns int
+	// LayoutAt is the 0-based event index after which the layout is
+	// captured, or LayoutAtPeak for the first moment bytes in use reach
+	// their peak.
+	LayoutAt int64
+}
+
+// LayoutAtPeak, as RecordConfig.LayoutAt, captures the layout at the peak of
+// bytes in use.
+const LayoutAtPeak = -1
+
+// Defaults of RecordConfig. A plot is a few hundred to a couple of thousand
+// pixels wide, so more points or columns than that would not be seen;
+// 20,000 rectangles keep an SVG memory map to a few megabytes.
+const (
+	DefaultPoints  = 2048
+	DefaultBlocks  = 20000
+	DefaultRows    = 256
+	DefaultColumns = 1024
+)
+
+// maxMarks is how many step and mark events the timeline keeps by name.
+const maxMarks = 1000
+
+func (c RecordConfig) withDefaults() (RecordConfig, error) {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.Points, DefaultPoints)
+	def(&c.Blocks, DefaultBlocks)
+	def(&c.Rows, DefaultRows)
+	def(&c.Columns, DefaultColumns)
+	if c.Points < 2 || c.Blocks < 0 || c.Rows < 2 || c.Columns < 2 {
+		return c, fmt.Errorf("record: want Points, Rows and Columns of at least 2 and Blocks ≥ 0, got %d, %d, %d and %d",
+			c.Points, c.Rows, c.Columns, c.Blocks)
+	}
+	if c.Rows&(c.Rows-1) != 0 {
+		return c, fmt.Errorf("record: Rows must be a power of two, got %d", c.Rows)
+	}
+	if c.LayoutAt < LayoutAtPeak {
+		return c, fmt.Errorf("record: LayoutAt must be an event index or LayoutAtPeak, got %d", c.LayoutAt)
+	}
+	return c, nil
+}
+
+// Timeline is bytes live, in use and reserved over a trace.
+type Timeline struct {
+	// Width is how many events each point summarises: 1 while the trace
+	// fits the bound, doubled each time pairs of points are merged.
+	Width int64
+	// Events is how many events the allocator saw.
+	Events int64
+	Points []TimelinePoint
+	// Marks are the trace's step and mark events, the first maxMarks of
+	// them; Steps and MarkEvents count them all.
+	Marks             []Mark
+	Steps, MarkEvents int64
+}
+
+// TimelinePoint summarises the events [Event, Event+Events).
+type TimelinePoint struct {
+	Event, Events int64
+	// Live, InUse and Reserved are the most bytes after any of the events.
+	Live, InUse, Reserved uint64
+	// TFFragMax is the largest value of TensorFlow's fragmentation metric
+	// after any of the events, TFFragSum the sum over them.
+	TFFragMax, TFFragSum float64
+	// Failed counts failed allocations.
+	Failed int64
+}
+
+// TFFragMean is the mean of TensorFlow's fragmentation metric over the point's events.
+func (p *TimelinePoint) TFFragMean() float64 {
+	if p.Events == 0 {
+		return 0
+	}
+	return p.TFFragSum / float64(p.Events)
+}
+
+func (p *TimelinePoint) merge(q *TimelinePoint) {
+	p.Events += q.Events
+	p.Live = max(p.Live, q.Live)
+	p.InUse = max(p.InUse, q.InUse)
+	p.Reserved = max(p.Reserved, q.Reserved)
+	p.TFFragMax = math.Max(p.TFFragMax, q.TFFragMax)
+	p.TFFragSum += q.TFFragSum
+	p.Failed += q.Failed
+}
+
+// Mark is a step or mark event.
+type Mark struct {
+	Event int64
+	Name  string
+	Step  bool
+}
+
+// add records the state after event i; events arrive in order.
+func (t *Timeline) add(i int64, bound int, live, inUse, reserved uint64, frag float64, failed bool) {
+	for i/t.Width >= int64(bound) {
+		t.halve()
+	}
+	if k := i / t.Width; k == int64(len(t.Points)) {
+		t.Points = append(t.Points, TimelinePoint{Event: k * t.Width})
+	}
+	p := &t.Points[len(t.Points)-1]
+	p.Events++
+	p.Live = max(p.Live, live)
+	p.InUse = max(p.InUse, inUse)
+	p.Reserved = max(p.Reserved, reserved)
+	p.TFFragMax = math.Max(p.TFFragMax, frag)
+	p.TFFragSum += frag
+	if failed {
+		p.Failed++
+	}
+	t.Events = i + 1
+}
+
+// halve merges neighbouring points, doubling Width.
+func (t *Timeline) halve() {
+	n := (len(t.Points) + 1) / 2
+	for j := range n {
+		p := t.Points[2*j]
+		if 2*j+1 < len(t.Points) {
+			p.merge(&t.Points[2*j+1])
+		}
+		t.Points[j] = p
+	}
+	t.Points = t.Points[:n]
+	t.Width *= 2
+}
+
+// Memmap is every block and region in address × time.
+type Memmap struct {
+	// Events is the time axis: [0, Events).
+	Events int64
+	// Lo and Hi bound every address a block or region covered, [Lo, Hi);
+	// both are 0 if there were none.
+	Lo, Hi uint64
+	// Exact says Blocks and Regions hold every block and region; otherwise
+	// they are empty and Raster summarises them.
+	Exact   bool
+	Blocks  []MemBlock
+	Regions []MemRegion
+	Raster  *Raster
+	// BlockCount and RegionCount count every block and region, drawn or not.
+	BlockCount, RegionCount int64
+}
+
+// MemBlock is one allocation's block, live over the events [Start, End): it
+// was allocated by event Start and freed by event End (End is Memmap.Events
+// if it was never freed).
+type MemBlock struct {
+	Addr, Size uint64
+	Requested  uint64
+	Start, End int64
+	Tag        string
+}
+
+// MemRegion is one reservation from the space, held over [Start, End).
+type MemRegion struct {
+	Addr, Size uint64
+	Start, End int64
+}
+
+// Raster summarises a memory map too large to draw block by block. Cell
+// (row, col) covers the addresses [Lo + row·RowBytes, Lo + (row+1)·RowBytes)
+// and the events [col·Width, min((col+1)·Width, Events)); InUse and
+// Reserved hold, row-major, the fraction of the cell's bytes × events that
+// blocks, and regions, covered.
+type Raster struct {
+	Lo, RowBytes    uint64
+	Rows, Cols      int
+	Width           int64
+	InUse, Reserved []float64
+}
+
+// At returns the fractions of cell (row, col) in use and reserved.
+func (r *Raster) At(row, col int) (inUse, reserved float64) {
+	return r.InUse[row*r.Cols+col], r.Reserved[row*r.Cols+col]
+}
+
+// Layout is the address space at one moment: right after event Event.
+type Layout struct {
+	Event, Line int64
+	// AtPeak says the moment is the first at which bytes in use peaked.
+	AtPeak  bool
+	Blocks  []LayoutBlock // by address
+	Regions []LayoutRegion
+	// LiveBytes, InUseBytes and ReservedBytes sum the requests, the blocks
+	// and the regions.
+	LiveBytes, InUseBytes, ReservedBytes uint64
+}
+
+// LayoutBlock is one live block: Size bytes handed out for Requested.
+type LayoutBlock struct {
+	Addr, Size, Requested uint64
+	Tag                   string
+}
+
+// LayoutRegion is one reservation from the space, [Addr, Addr+Size), its
+// size rounded up to the space's granule as the space charges it.
+type LayoutRegion struct {
+	Addr, Size uint64
+}
+
+// recorder records one allocator's series.
+type recorder struct {
+	cfg     RecordConfig
+	granule uint64
+	now     int64 // index of the event being applied
+
+	timeline Timeline
+
+	// Live state, by trace slot and by reservation address.
+	slots   []recSlot
+	regions map[uint64]recRegion
+
+	mm   Memmap
+	grid *areaGrid // nil until the memory map outgrows cfg.Blocks
+
+	// Layout at the peak: the state is base plus log; peakLen ≥ 0 marks a
+	// peak not yet built, the state base plus log[:peakLen].
+	baseSlots           []recSlot
+	baseRegions         map[uint64]recRegion
+	log                 []change
+	peakLen             int
+	peakEvent, peakLine int64
+	layout              *Layout
+}
+
+type recSlot struct {
+	block     allocators.Block // Size 0: no block
+	requested uint64
+	start     int64
+	tag       string
+}
+
+type recRegion struct {
+	size  uint64
+	start int64
+}
+
+// change is one entry of the layout's log.
+type change struct {
+	op   uint8 // changeAlloc, changeFree, changeReserve, changeRelease
+	slot uint32
+	addr uint64
+	rec  recSlot // changeAlloc
+	size uint64  // changeReserve
+}
+
+const (
+	changeAlloc = iota
+	changeFree
+	changeReserve
+	changeRelease
+)
+
+func newRecorder(cfg RecordConfig, granule uint64) *recorder {
+	return &recorder{
+		cfg: cfg, granule: granule,
+		timeline: Timeline{Width: 1},
+		regions:  map[uint64]recRegion{},
+		mm:       Memmap{Exact: true},
+		peakLen:  -1,
+	}
+}
+
+func (r *recorder) atPeak() bool { return r.cfg.LayoutAt == LayoutAtPeak }
+
+func (r *recorder) alloc(slot uint32, b allocators.Block, requested uint64, tag string) {
+	if int(slot) >= len(r.slots) {
+		r.slots = append(r.slots, make([]recSlot, int(slot)+1-len(r.slots))...)
+	}
+	s := recSlot{block: b, requested: requested, start: r.now, tag: tag}
+	r.slots[slot] = s
+	r.mm.BlockCount++
+	r.touchRange(b.Addr, b.Size)
+	if r.atPeak() {
+		r.logChange(change{op: changeAlloc, slot: slot, rec: s})
+	}
+}
+
+func (r *recorder) free(slot uint32) {
+	s := r.slots[slot]
+	r.slots[slot] = recSlot{}
+	r.paintBlock(s, r.now)
+	if r.atPeak() {
+		r.logChange(change{op: changeFree, slot: slot})
+	}
+}
+
+func (r *recorder) reserve(addr, n uint64) {
+	size := roundUp(n, r.granule)
+	r.regions[addr] = recRegion{size: size, start: r.now}
+	r.mm.RegionCount++
+	r.touchRange(addr, size)
+	if r.atPeak() {
+		r.logChange(change{op: changeReserve, addr: addr, size: size})
+	}
+}
+
+// release ends the reservations that [addr, addr+n) covers.
+func (r *recorder) release(addr, n uint64) {
+	for end := addr + n; addr < end; {
+		g, ok := r.regions[addr]
+		if !ok {
+			return // the space refused the release; the checker reports it
+		}
+		delete(r.regions, addr)
+		r.paintRegion(addr, g, r.now)
+		if r.atPeak() {
+			r.logChange(change{op: changeRelease, addr: addr})
+		}
+		addr += g.size
+	}
+}
+
+func roundUp(n, g uint64) uint64 {
+	if g <= 1 {
+		return n
+	}
+	return (n + g - 1) / g * g
+}
+
+// peak notes that the allocation just made reached a new peak of bytes in use.
+func (r *recorder) peak(event, line int64) {
+	if !r.atPeak() {
+		return
+	}
+	r.peakLen, r.peakEvent, r.peakLine = len(r.log), event, line
+}
+
+// after is called once an event is applied.
+func (r *recorder) after(i, line int64, live, inUse, reserved uint64, frag float64, failed bool) {
+	r.timeline.add(i, r.cfg.Points, live, inUse, reserved, frag, failed)
+	if r.cfg.LayoutAt == i {
+		r.layout = buildLayout(r.slots, r.regions)
+		r.layout.Event, r.layout.Line = i, line
+	}
+}
+
+func (r *recorder) mark(i int64, ev *trace.Event) {
+	t := &r.timeline
+	if ev.Op == trace.OpStep {
+		t.Steps++
+	} else {
+		t.MarkEvents++
+	}
+	if len(t.Marks) < maxMarks {
+		t.Marks = append(t.Marks, Mark{Event: i, Name: ev.Name, Step: ev.Op == trace.OpStep})
+	}
+}
+
+// layoutLogSlack lets the layout's log grow this many entries past twice
+// the state before it is folded into a fresh copy, so that a small trace
+// never copies at all. Tests set it to 0 to fold often.
+var layoutLogSlack = 4096
+
+func (r *recorder) logChange(c change) {
+	r.log = append(r.log, c)
+	if len(r.log) > 2*(len(r.slots)+len(r.regions))+layoutLogSlack {
+		r.rebase()
+	}
+}
+
+// rebase builds a pending peak layout, then copies the state as the new base
+// and empties the log.
+func (r *recorder) rebase() {
+	r.buildPeak()
+	r.baseSlots = append(r.baseSlots[:0], r.slots...)
+	r.baseRegions = make(map[uint64]recRegion, len(r.regions))
+	for a, g := range r.regions {
+		r.baseRegions[a] = g
+	}
+	r.log = r.log[:0]
+}
+
+func (r *recorder) buildPeak() {
+	if r.peakLen < 0 {
+		return
+	}
+	slots := slices.Clone(r.baseSlots)
+	regions := make(map[uint64]recRegion, len(r.baseRegions))
+	for a, g := range r.baseRegions {
+		regions[a] = g
+	}
+	for _, c := range r.log[:r.peakLen] {
+		switch c.op {
+		case changeAlloc:
+			if int(c.slot) >= len(slots) {
+				slots = append(slots, make([]recSlot, int(c.slot)+1-len(slots))...)
+			}
+			slots[c.slot] = c.rec
+		case changeFree:
+			slots[c.slot] = recSlot{}
+		case changeReserve:
+			regions[c.addr] = recRegion{size: c.size}
+		case changeRelease:
+			delete(regions, c.addr)
+		}
+	}
+	r.layout = buildLayout(slots, regions)
+	r.layout.Event, r.layout.Line, r.layout.AtPeak = r.peakEvent, r.peakLine, true
+	r.peakLen = -1
+}
+
+func buildLayout(slots []recSlot, regions map[uint64]recRegion) *Layout {
+	l := &Layout{}
+	for _, s := range slots {
+		if s.block.Size == 0 {
+			continue
+		}
+		l.Blocks = append(l.Blocks, LayoutBlock{Addr: s.block.Addr, Size: s.block.Size, Requested: s.requested, Tag: s.tag})
+		l.LiveBytes += s.requested
+		l.InUseBytes += s.block.Size
+	}
+	for a, g := range regions {
+		l.Regions = append(l.Regions, LayoutRegion{Addr: a, Size: g.size})
+		l.ReservedBytes += g.size
+	}
+	sortLayout(l)
+	return l
+}
+
+func sortLayout(l *Layout) {
+	slices.SortFunc(l.Blocks, func(a, b LayoutBlock) int { return cmp.Compare(a.Addr, b.Addr) })
+	slices.SortFunc(l.Regions, func(a, b LayoutRegion) int { return cmp.Compare(a.Addr, b.Addr) })
+}
+
+// touchRange widens the memory map's address bounds to [addr, addr+n).
+func (r *recorder) touchRange(addr, n uint64) {
+	if r.mm.Hi == 0 {
+		r.mm.Lo, r.mm.Hi = addr, addr+n
+		return
+	}
+	r.mm.Lo = min(r.mm.Lo, addr)
+	r.mm.Hi = max(r.mm.Hi, addr+n)
+}
+
+func (r *recorder) paintBlock(s recSlot, end int64) {
+	if end <= s.start {
+		end = s.start + 1 // allocated and freed by one event: draw it one event wide
+	}
+	if r.mm.Exact && len(r.mm.Blocks) >= r.cfg.Blocks {
+		r.toRaster()
+	}
+	if r.mm.Exact {
+		r.mm.Blocks = append(r.mm.Blocks, MemBlock{
+			Addr: s.block.Addr, Size: s.block.Size, Requested: s.requested,
+			Start: s.start, End: end, Tag: s.tag,
+		})
+		return
+	}
+	r.grid.add(0, s.block.Addr, s.block.Size, s.start, end)
+}
+
+func (r *recorder) paintRegion(addr uint64, g recRegion, end int64) {
+	if end <= g.start {
+		end = g.start + 1
+	}
+	if r.mm.Exact && len(r.mm.Regions) >= r.cfg.Blocks {
+		r.toRaster()
+	}
+	if r.mm.Exact {
+		r.mm.Regions = append(r.mm.Regions, MemRegion{Addr: addr, Size: g.size, Start: g.start, End: end})
+		return
+	}
+	r.grid.add(1, addr, g.size, g.start, end)
+}
+
+// toRaster moves the memory map from rectangles to the raster.
+func (r *recorder) toRaster() {
+	r.grid = newAreaGrid(r.cfg.Rows, r.cfg.Columns)
+	for _, b := range r.mm.Blocks {
+		r.grid.add(0, b.Addr, b.Size, b.Start, b.End)
+	}
+	for _, g := range r.mm.Regions {
+		r.grid.add(1, g.Addr, g.Size, g.Start, g.End)
+	}
+	r.mm.Exact, r.mm.Blocks, r.mm.Regions = false, nil, nil
+}
+
+// finish closes what is still live at the end of the trace and returns the
+// timeline, memory map and layout.
+func (r *recorder) finish(events int64) (*Timeline, *Memmap, *Layout) {
+	if r.atPeak() {
+		r.buildPeak()
+	}
+	r.mm.Events = events
+	for _, s := range r.slots {
+		if s.block.Size != 0 {
+			r.paintBlock(s, events)
+		}
+	}
+	addrs := make([]uint64, 0, len(r.regions))
+	for a := range r.regions {
+		addrs = append(addrs, a)
+	}
+	slices.Sort(addrs)
+	for _, a := range addrs {
+		r.paintRegion(a, r.regions[a], events)
+	}
+	if r.mm.Exact {
+		slices.SortFunc(r.mm.Blocks, func(a, b MemBlock) int {
+			return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.Addr, b.Addr))
+		})
+		slices.SortFunc(r.mm.Regions, func(a, b MemRegion) int {
+			return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.Addr, b.Addr))
+		})
+	} else {
+		r.mm.Raster = r.grid.raster(events, r.mm.Lo, r.mm.Hi)
+	}
+	tl := r.timeline
+	return &tl, &r.mm, r.layout
+}
+
+// recordingSpace passes every call to the space under it and shows the
+// reservations to the recorder.
+type recordingSpace struct {
+	allocators.Space
+	rec *recorder
+}
+
+func (s recordingSpace) Reserve(n uint64) (uint64, error) {
+	addr, err := s.Space.Reserve(n)
+	if err == nil {
+		s.rec.reserve(addr, n)
+	}
+	return addr, err
+}
+
+func (s recordingSpace) Release(addr, n uint64) error {
+	err := s.Space.Release(addr, n)
+	if err == nil {
+		s.rec.release(addr, n)
+	}
+	return err
+}

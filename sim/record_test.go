@@ -1,0 +1,277 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/trace"
+)
+
+// record replays evs against one allocator with recording on.
+func record(t *testing.T, evs []trace.Event, name string, opts allocators.Options, rc RecordConfig) Result {
+	t.Helper()
+	cfg := Config{
+		Allocators: []AllocatorSpec{{Name: name, Options: opts}},
+		Space:      allocators.SpaceConfig{Kind: "virtual", Capacity: 8 << 30},
+		Record:     &rc,
+		Check:      true,
+	}
+	res, err := Replay(t.Context(), &sliceSource{events: evs}, cfg)
+	require.NoError(t, err)
+	return res[0]
+}
+
+var recordCases = []struct {
+	trace, allocator string
+	opts             allocators.Options
+}{
+	{"transformer-train.jsonl", "bfc", nil},
+	{"transformer-train.jsonl", "naive", nil},
+	{"random.jsonl", "bfc", allocators.Options{"garbage_collection": "true", "allow_growth": "true"}},
+	{"random.jsonl", "aligned", nil},
+	{"cnn-infer.jsonl", "arena", nil},
+	{"fragmenter.jsonl", "bfc", allocators.Options{"coalescing_regions": "true"}},
+}
+
+// An unsummarised timeline has one point per event, whose live bytes are
+// the trace's own; a summarised one holds the maxima of the unsummarised
+// points it covers.
+func TestTimeline(t *testing.T) {
+	for _, tc := range recordCases {
+		t.Run(tc.trace+"/"+tc.allocator, func(t *testing.T) {
+			evs := loadTrace(t, tc.trace)
+			full := record(t, evs, tc.allocator, tc.opts, RecordConfig{Points: 1 << 20})
+			tl := full.Timeline
+			require.EqualValues(t, 1, tl.Width)
+			require.Len(t, tl.Points, len(evs))
+			var live, peakReserved uint64
+			var failed, steps int64
+			for i, ev := range evs {
+				switch ev.Op {
+				case trace.OpAlloc:
+					live += ev.Size
+				case trace.OpFree:
+					live -= ev.Size
+				case trace.OpStep:
+					steps++
+				}
+				p := tl.Points[i]
+				require.EqualValues(t, i, p.Event)
+				require.EqualValues(t, 1, p.Events)
+				failed += p.Failed
+				peakReserved = max(peakReserved, p.Reserved)
+				if failed == 0 { // a failed alloc adds nothing live
+					require.Equal(t, live, p.Live, "event %d", i)
+				}
+				require.LessOrEqual(t, p.InUse, p.Reserved, "event %d", i)
+			}
+			assert.Equal(t, full.FailedAllocs, failed)
+			assert.Equal(t, full.PeakReservedBytes, peakReserved)
+			assert.Equal(t, steps, tl.Steps)
+
+			for _, points := range []int{2, 3, 16, 100, 1000} {
+				small := record(t, evs, tc.allocator, tc.opts, RecordConfig{Points: points}).Timeline
+				require.LessOrEqual(t, len(small.Points), points)
+				assert.Greater(t, 2*len(small.Points), points-1, "points=%d: no more merging than needed", points)
+				var covered int64
+				for _, p := range small.Points {
+					require.Equal(t, covered, p.Event)
+					want := TimelinePoint{Event: p.Event}
+					for _, q := range tl.Points[p.Event : p.Event+p.Events] {
+						want.merge(&q)
+					}
+					want.TFFragSum = p.TFFragSum // summed in another order
+					assert.Equal(t, want, p, "points=%d", points)
+					assert.InDelta(t, sumFrag(tl.Points[p.Event:p.Event+p.Events]), p.TFFragSum, 1e-9)
+					covered += p.Events
+				}
+				assert.EqualValues(t, len(evs), covered)
+			}
+		})
+	}
+}
+
+func sumFrag(ps []TimelinePoint) float64 {
+	var s float64
+	for _, p := range ps {
+		s += p.TFFragSum
+	}
+	return s
+}
+
+// stateAfter is the blocks and regions a memory map says were live right
+// after event n.
+func stateAfter(mm *Memmap, n int64) *Layout {
+	l := &Layout{}
+	for _, b := range mm.Blocks {
+		if b.Start <= n && n < b.End {
+			l.Blocks = append(l.Blocks, LayoutBlock{Addr: b.Addr, Size: b.Size, Requested: b.Requested, Tag: b.Tag})
+			l.LiveBytes += b.Requested
+			l.InUseBytes += b.Size
+		}
+	}
+	for _, g := range mm.Regions {
+		if g.Start <= n && n < g.End {
+			l.Regions = append(l.Regions, LayoutRegion{Addr: g.Addr, Size: g.Size})
+			l.ReservedBytes += g.Size
+		}
+	}
+	sortLayout(l)
+	return l
+}
+
+// The exact memory map agrees with the timeline at every event, and the
+// layout at an event, or at the peak, is the memory map's state there.
+func TestMemmapAndLayout(t *testing.T) {
+	defer func(s int) { layoutLogSlack = s }(layoutLogSlack)
+	layoutLogSlack = 0 // fold the log into fresh copies as often as possible
+	for _, tc := range recordCases {
+		t.Run(tc.trace+"/"+tc.allocator, func(t *testing.T) {
+			evs := loadTrace(t, tc.trace)
+			res := record(t, evs, tc.allocator, tc.opts, RecordConfig{Points: 1 << 20, Blocks: 1 << 20, LayoutAt: LayoutAtPeak})
+			mm := res.Memmap
+			require.True(t, mm.Exact)
+			require.EqualValues(t, len(evs), mm.Events)
+			assert.EqualValues(t, len(mm.Blocks), mm.BlockCount)
+			assert.EqualValues(t, len(mm.Regions), mm.RegionCount)
+
+			// Bytes in use and reserved after each event, from the rectangles.
+			inUse := make([]int64, len(evs)+1)
+			reserved := make([]int64, len(evs)+1)
+			for _, b := range mm.Blocks {
+				inUse[b.Start] += int64(b.Size)
+				inUse[b.End] -= int64(b.Size)
+			}
+			for _, g := range mm.Regions {
+				reserved[g.Start] += int64(g.Size)
+				reserved[g.End] -= int64(g.Size)
+			}
+			var u, v int64
+			for i, p := range res.Timeline.Points {
+				u += inUse[i]
+				v += reserved[i]
+				require.EqualValues(t, p.InUse, u, "in use after event %d", i)
+				require.EqualValues(t, p.Reserved, v, "reserved after event %d", i)
+			}
+
+			peak := res.Layout
+			require.NotNil(t, peak)
+			assert.True(t, peak.AtPeak)
+			assert.Equal(t, res.PeakInUseBytes, peak.InUseBytes)
+			assert.Equal(t, stateAfter(mm, peak.Event), withoutMeta(peak))
+			for _, p := range res.Timeline.Points[:peak.Event] {
+				require.Less(t, p.InUse, res.PeakInUseBytes, "the layout is at the first peak")
+			}
+			assert.Equal(t, evs[peak.Event].Line, peak.Line)
+
+			for _, n := range []int64{0, int64(len(evs)) / 3, int64(len(evs)) - 1} {
+				at := record(t, evs, tc.allocator, tc.opts, RecordConfig{LayoutAt: n}).Layout
+				require.NotNil(t, at)
+				assert.Equal(t, n, at.Event)
+				assert.False(t, at.AtPeak)
+				assert.Equal(t, stateAfter(mm, n), withoutMeta(at), "after event %d", n)
+			}
+			assert.Nil(t, record(t, evs, tc.allocator, tc.opts, RecordConfig{LayoutAt: int64(len(evs))}).Layout,
+				"no layout past the end of the trace")
+		})
+	}
+}
+
+func withoutMeta(l *Layout) *Layout {
+	c := *l
+	c.Event, c.Line, c.AtPeak = 0, 0, false
+	return &c
+}
+
+// The raster holds, cell by cell, the fraction of bytes × events that the
+// exact rectangles cover, whatever merging of rows and columns it took.
+func TestRasterMatchesRectangles(t *testing.T) {
+	for _, tc := range recordCases {
+		for _, geom := range [][2]int{{2, 2}, {16, 7}, {64, 256}} {
+			t.Run(fmt.Sprintf("%s/%s/%dx%d", tc.trace, tc.allocator, geom[0], geom[1]), func(t *testing.T) {
+				evs := loadTrace(t, tc.trace)
+				exact := record(t, evs, tc.allocator, tc.opts, RecordConfig{Blocks: 1 << 20}).Memmap
+				mm := record(t, evs, tc.allocator, tc.opts, RecordConfig{Blocks: 100, Rows: geom[0], Columns: geom[1]}).Memmap
+				require.False(t, mm.Exact)
+				assert.Empty(t, mm.Blocks)
+				assert.Equal(t, exact.BlockCount, mm.BlockCount)
+				assert.Equal(t, [2]uint64{exact.Lo, exact.Hi}, [2]uint64{mm.Lo, mm.Hi})
+				r := mm.Raster
+				require.NotNil(t, r)
+				assert.LessOrEqual(t, r.Rows, geom[0])
+				assert.LessOrEqual(t, r.Cols, geom[1])
+				assert.LessOrEqual(t, r.Lo, mm.Lo)
+				assert.GreaterOrEqual(t, r.Lo+uint64(r.Rows)*r.RowBytes, mm.Hi)
+				assert.GreaterOrEqual(t, int64(r.Cols)*r.Width, mm.Events)
+
+				want := [2][]float64{make([]float64, r.Rows*r.Cols), make([]float64, r.Rows*r.Cols)}
+				paint := func(layer int, addr, size uint64, t0, t1 int64) {
+					for row := range r.Rows {
+						lo := r.Lo + uint64(row)*r.RowBytes
+						b := float64(overlap(addr, addr+size, lo, lo+r.RowBytes))
+						for c := range r.Cols {
+							e := float64(overlap(uint64(t0), uint64(t1), uint64(int64(c)*r.Width), uint64(int64(c+1)*r.Width)))
+							want[layer][row*r.Cols+c] += b * e
+						}
+					}
+				}
+				for _, b := range exact.Blocks {
+					paint(0, b.Addr, b.Size, b.Start, b.End)
+				}
+				for _, g := range exact.Regions {
+					paint(1, g.Addr, g.Size, g.Start, g.End)
+				}
+				for row := range r.Rows {
+					for c := range r.Cols {
+						cell := float64(r.RowBytes) * float64(min(r.Width, mm.Events-int64(c)*r.Width))
+						u, v := r.At(row, c)
+						require.InDelta(t, want[0][row*r.Cols+c]/cell, u, 1e-9, "in use, cell %d,%d", row, c)
+						require.InDelta(t, want[1][row*r.Cols+c]/cell, v, 1e-9, "reserved, cell %d,%d", row, c)
+						require.LessOrEqual(t, u, v+1e-9, "blocks lie inside regions")
+						require.LessOrEqual(t, v, 1+1e-9)
+					}
+				}
+			})
+		}
+	}
+}
+
+func overlap(a0, a1, b0, b1 uint64) uint64 {
+	lo, hi := max(a0, b0), min(a1, b1)
+	if hi <= lo {
+		return 0
+	}
+	return hi - lo
+}
+
+func TestLatencyCurve(t *testing.T) {
+	evs := loadTrace(t, "random.jsonl")
+	res := record(t, evs, "bfc", nil, RecordConfig{})
+	for _, l := range []Latency{res.AllocLatency, res.FreeLatency} {
+		require.Len(t, l.Curve, len(CurveQuantiles))
+		for i := 1; i < len(l.Curve); i++ {
+			assert.LessOrEqual(t, l.Curve[i-1], l.Curve[i])
+		}
+		assert.Equal(t, l.Max, l.Curve[len(l.Curve)-1])
+	}
+	assert.Equal(t, 0.0, CurveQuantiles[0])
+	assert.InDelta(t, 0.99999, CurveQuantiles[len(CurveQuantiles)-2], 1e-12)
+	assert.Equal(t, 1.0, CurveQuantiles[len(CurveQuantiles)-1])
+	assert.False(t, math.IsNaN(CurveQuantiles[10]))
+}
+
+func TestRecordConfigErrors(t *testing.T) {
+	for _, rc := range []RecordConfig{{Points: 1}, {Rows: 3}, {Columns: 1}, {Blocks: -1}, {LayoutAt: -2}} {
+		_, err := Replay(t.Context(), &sliceSource{}, Config{
+			Allocators: []AllocatorSpec{{Name: "bfc"}},
+			Space:      allocators.SpaceConfig{Kind: "virtual", Capacity: 1 << 30},
+			Record:     &rc,
+		})
+		assert.Error(t, err, "%+v", rc)
+	}
+}
