@@ -75,6 +75,20 @@ type Result struct {
 	AllocatorStats           map[string]int64 `json:"allocator_stats"`
 	SpaceOptions             map[string]any   `json:"space_options"`
 	OOM                      *OOMDiagnostics  `json:"oom_diagnostics,omitempty"`
+	// Series are what plots are drawn from; they are not part of report.json.
+	Series *Series `json:"-"`
+}
+
+// Series are the data plots are drawn from. Timeline, Memmap and Layout
+// are there when the replay recorded them (sim.Config.Record); Layout is
+// also nil when the moment asked for came after the trace ended.
+type Series struct {
+	Timeline *sim.Timeline
+	Memmap   *sim.Memmap
+	Layout   *sim.Layout
+	// AllocLatency and FreeLatency are the call latencies, in nanoseconds,
+	// at sim.CurveQuantiles; empty when there were no calls.
+	AllocLatency, FreeLatency []int64
 }
 
 // OOMDiagnostics is what TensorFlow prints when its BFC allocator runs out
@@ -257,6 +271,10 @@ func buildResult(r *sim.Result) Result {
 	}
 	if r.OOMSnapshot != nil {
 		out.OOM = NewOOMDiagnostics(r.OOMSnapshot)
+	}
+	out.Series = &Series{
+		Timeline: r.Timeline, Memmap: r.Memmap, Layout: r.Layout,
+		AllocLatency: r.AllocLatency.Curve, FreeLatency: r.FreeLatency.Curve,
 	}
 	return out
 }

@@ -30,6 +30,8 @@ type replayOptions struct {
 	stopOnOOM   bool
 	check       bool
 	quiet       bool
+	// record, when set, asks the replay for the series plots are drawn from.
+	record *sim.RecordConfig
 }
 
 func newReplayCmd(e *env) *cobra.Command {
@@ -251,6 +253,7 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 		Check:      o.check,
 		// -o DIR holds a MemoryDump of each bfc pool at its peak.
 		PeakSnapshots: o.out != "",
+		Record:        o.record,
 	}
 	var events *eventsSink
 	if o.eventsOut != "" {

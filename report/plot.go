@@ -1,0 +1,414 @@
+package report
+
+import (
+	"errors"
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	xfont "golang.org/x/image/font"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// Plots are drawn with gonum/plot from the series a replay recorded
+// (sim.RecordConfig): each kind has a function that turns the series into
+// plain data, tested exactly, and a drawing around it.
+
+// PlotKinds are the kinds of plot WritePlot draws, SPEC §6.
+var PlotKinds = []string{"timeline", "memmap", "occupancy", "fragmentation", "latency"}
+
+// PlotFormats are the image formats WritePlot writes.
+var PlotFormats = []string{"png", "svg"}
+
+// PerAllocator says whether a kind of plot shows one allocator (memmap,
+// occupancy) rather than every allocator of a trace.
+func PerAllocator(kind string) bool { return kind == "memmap" || kind == "occupancy" }
+
+// PlotOptions say what to plot.
+type PlotOptions struct {
+	// Kind is one of PlotKinds.
+	Kind string
+	// Allocator names the result a per-allocator kind draws; for the other
+	// kinds, "" draws every result of the trace and a name draws only it.
+	Allocator string
+	// ColorBy colours a memmap's blocks by "size" or by "tag"; "" picks tag
+	// when the trace's blocks carry tags, size otherwise.
+	ColorBy string
+}
+
+// PlotFormat returns the format a file name asks for, by its extension.
+func PlotFormat(path string) (string, error) {
+	ext := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
+	if !slices.Contains(PlotFormats, ext) {
+		return "", fmt.Errorf("%s: a plot is written as .png or .svg, by the file's extension", path)
+	}
+	return ext, nil
+}
+
+// WritePlot draws one plot of tr in format ("png" or "svg") to w.
+func WritePlot(w io.Writer, tr *Trace, opt PlotOptions, format string) error {
+	if !slices.Contains(PlotFormats, format) {
+		return fmt.Errorf("unknown plot format %q (want png or svg)", format)
+	}
+	var results []*Result
+	for i := range tr.Results {
+		r := &tr.Results[i]
+		if opt.Allocator == "" || r.Allocator == opt.Allocator {
+			results = append(results, r)
+		}
+	}
+	if len(results) == 0 {
+		if opt.Allocator != "" {
+			return fmt.Errorf("no results for allocator %s in trace %s", opt.Allocator, tr.Name)
+		}
+		return fmt.Errorf("trace %s has no results to plot", tr.Name)
+	}
+	if PerAllocator(opt.Kind) && len(results) != 1 {
+		return fmt.Errorf("a %s plot shows one allocator; name it", opt.Kind)
+	}
+	for _, r := range results {
+		if err := hasSeries(r, opt.Kind); err != nil {
+			return fmt.Errorf("%s on %s: %w", r.Allocator, tr.Name, err)
+		}
+	}
+	var fig *figure
+	var err error
+	switch opt.Kind {
+	case "timeline":
+		fig, err = timelineFigure(tr, results)
+	case "fragmentation":
+		fig, err = fragmentationFigure(tr, results)
+	case "latency":
+		fig, err = latencyFigure(tr, results)
+	case "memmap":
+		fig, err = memmapFigure(tr, results[0], opt.ColorBy)
+	case "occupancy":
+		fig, err = occupancyFigure(tr, results[0])
+	default:
+		return fmt.Errorf("unknown plot kind %q (want one of %s)", opt.Kind, strings.Join(PlotKinds, ", "))
+	}
+	if err != nil {
+		return err
+	}
+	return fig.write(w, format)
+}
+
+// hasSeries checks r holds what a kind of plot is drawn from.
+func hasSeries(r *Result, kind string) error {
+	s := r.Series
+	switch {
+	case s == nil:
+		return errors.New("no series to plot")
+	case (kind == "timeline" || kind == "fragmentation") && s.Timeline == nil,
+		kind == "memmap" && s.Memmap == nil:
+		return fmt.Errorf("no %s was recorded", kind)
+	case kind == "occupancy" && s.Layout == nil:
+		return errors.New("no layout was recorded (the trace ended before the event asked for)")
+	}
+	return nil
+}
+
+// figure is one or more panels, stacked, under a title, a note and a
+// legend of swatches.
+type figure struct {
+	title, note string
+	legend      []legendEntry
+	panels      []*plot.Plot
+	width, body vg.Length // the figure's width, and the panels' height
+}
+
+// Sizes: a figure is 10 inches wide, panels 2.6 inches high.
+const (
+	figureWidth = 10 * vg.Inch
+	panelHeight = 2.6 * vg.Inch
+	// The header: the title's line, the note's, a legend line's.
+	titleLine  = 20
+	noteLine   = 15
+	legendLine = 14
+)
+
+func newFigure(title, note string, panels ...*plot.Plot) *figure {
+	return &figure{title: title, note: note, panels: panels, width: figureWidth, body: vg.Length(len(panels)) * panelHeight}
+}
+
+// write renders the figure as PNG (96 dots per inch) or SVG.
+func (f *figure) write(w io.Writer, format string) error {
+	lines := f.legendLines()
+	head := vg.Length(6 + titleLine + legendLine*len(lines))
+	if f.note != "" {
+		head += noteLine
+	}
+	height := head + f.body
+	var c interface {
+		vg.CanvasSizer
+		io.WriterTo
+	}
+	if format == "png" {
+		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(f.width, height), vgimg.UseDPI(96))}
+	} else {
+		c = vgsvg.New(f.width, height)
+	}
+	dc := draw.New(c)
+	y := dc.Max.Y - 4
+	dc.FillText(titleStyle(), vg.Point{X: dc.Center().X, Y: y}, f.title)
+	y -= titleLine
+	if f.note != "" {
+		dc.FillText(noteStyle(), vg.Point{X: dc.Center().X, Y: y}, f.note)
+		y -= noteLine
+	}
+	f.drawLegend(dc, lines, y)
+	body := draw.Crop(dc, 0, 0, 0, -head)
+	tiles := draw.Tiles{Rows: len(f.panels), Cols: 1, PadY: 6, PadLeft: 4, PadRight: 10, PadBottom: 4}
+	grid := make([][]*plot.Plot, len(f.panels))
+	for i, p := range f.panels {
+		grid[i] = []*plot.Plot{p}
+	}
+	canvases := plot.Align(grid, tiles, body)
+	for i, p := range f.panels {
+		p.Draw(canvases[i][0])
+	}
+	if _, err := c.WriteTo(w); err != nil {
+		return fmt.Errorf("writing the %s image: %w", format, err)
+	}
+	return nil
+}
+
+// Legend geometry: swatch size, the gap after it, the space after a label,
+// and the least margin left and right of a legend line.
+const (
+	swatchBox  = 9
+	swatchGap  = 4
+	swatchPad  = 16
+	legendEdge = 40
+)
+
+func legendStyle() draw.TextStyle {
+	sty := noteStyle()
+	sty.XAlign, sty.YAlign = draw.XLeft, draw.YCenter
+	return sty
+}
+
+func entryWidth(sty draw.TextStyle, e legendEntry) vg.Length {
+	return swatchBox + swatchGap + sty.Width(e.label) + swatchPad
+}
+
+// legendLines splits the legend into lines that fit the figure's width.
+func (f *figure) legendLines() [][]legendEntry {
+	sty := legendStyle()
+	var lines [][]legendEntry
+	var w vg.Length
+	for _, e := range f.legend {
+		ew := entryWidth(sty, e)
+		if len(lines) == 0 || w+ew > f.width-2*legendEdge {
+			lines = append(lines, nil)
+			w = 0
+		}
+		lines[len(lines)-1] = append(lines[len(lines)-1], e)
+		w += ew
+	}
+	return lines
+}
+
+// drawLegend draws the legend's lines, centred, from y down.
+func (f *figure) drawLegend(dc draw.Canvas, lines [][]legendEntry, y vg.Length) {
+	sty := legendStyle()
+	for i, line := range lines {
+		var width vg.Length
+		for _, e := range line {
+			width += entryWidth(sty, e)
+		}
+		x := dc.Center().X - (width-swatchPad)/2
+		yc := y - vg.Length(i)*legendLine - swatchBox/2
+		for _, e := range line {
+			sw := draw.Canvas{Canvas: dc.Canvas, Rectangle: vg.Rectangle{
+				Min: vg.Point{X: x, Y: yc - swatchBox/2}, Max: vg.Point{X: x + swatchBox, Y: yc + swatchBox/2},
+			}}
+			swatch{e.fill}.Thumbnail(&sw)
+			dc.FillText(sty, vg.Point{X: x + swatchBox + swatchGap, Y: yc}, e.label)
+			x += entryWidth(sty, e)
+		}
+	}
+}
+
+func titleStyle() draw.TextStyle {
+	s := plot.New().Title.TextStyle
+	s.Font.Size = 14
+	s.Font.Weight = xfont.WeightBold
+	s.XAlign, s.YAlign = draw.XCenter, draw.YTop
+	return s
+}
+
+func noteStyle() draw.TextStyle {
+	s := plot.New().Title.TextStyle
+	s.Font.Size = 10
+	s.Color = color.Gray{Y: 0x55}
+	s.XAlign, s.YAlign = draw.XCenter, draw.YTop
+	return s
+}
+
+// newPanel returns a plot with the house look: a title, axis labels, a
+// light grid, and the legend at the top left.
+func newPanel(title, xLabel, yLabel string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.Title.TextStyle.Font.Size = 11
+	p.X.Label.Text = xLabel
+	p.Y.Label.Text = yLabel
+	p.X.Label.TextStyle.Font.Size = 10
+	p.Y.Label.TextStyle.Font.Size = 10
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.TextStyle.Font.Size = 9
+	p.Legend.ThumbnailWidth = 14
+	p.Add(gridLines{})
+	return p
+}
+
+// allocatorColors are Okabe and Ito's colour-blind-safe palette, one per
+// allocator in the order of a trace's results.
+var allocatorColors = []color.Color{
+	color.RGBA{0x00, 0x72, 0xB2, 0xff}, // blue
+	color.RGBA{0xE6, 0x9F, 0x00, 0xff}, // orange
+	color.RGBA{0x00, 0x9E, 0x73, 0xff}, // bluish green
+	color.RGBA{0xD5, 0x5E, 0x00, 0xff}, // vermilion
+	color.RGBA{0xCC, 0x79, 0xA7, 0xff}, // reddish purple
+	color.RGBA{0x56, 0xB4, 0xE9, 0xff}, // sky blue
+	color.RGBA{0xF0, 0xE4, 0x42, 0xff}, // yellow
+	color.RGBA{0x00, 0x00, 0x00, 0xff}, // black
+}
+
+func allocatorColor(i int) color.Color { return allocatorColors[i%len(allocatorColors)] }
+
+// gridLines draws a light grid at the major ticks, under everything else.
+type gridLines struct{}
+
+func (gridLines) Plot(c draw.Canvas, p *plot.Plot) {
+	sty := draw.LineStyle{Color: color.Gray{Y: 0xe4}, Width: vg.Points(0.5)}
+	trX, trY := p.Transforms(&c)
+	for _, t := range p.X.Tick.Marker.Ticks(p.X.Min, p.X.Max) {
+		if t.Label != "" && t.Value >= p.X.Min && t.Value <= p.X.Max {
+			x := trX(t.Value)
+			c.StrokeLine2(sty, x, c.Min.Y, x, c.Max.Y)
+		}
+	}
+	for _, t := range p.Y.Tick.Marker.Ticks(p.Y.Min, p.Y.Max) {
+		if t.Label != "" && t.Value >= p.Y.Min && t.Value <= p.Y.Max {
+			y := trY(t.Value)
+			c.StrokeLine2(sty, c.Min.X, y, c.Max.X, y)
+		}
+	}
+}
+
+// niceStep is a round step (1, 2 or 5 × 10^k) that cuts span into about n pieces.
+func niceStep(span float64, n int) float64 {
+	if span <= 0 || math.IsInf(span, 0) || math.IsNaN(span) {
+		return 1
+	}
+	raw := span / float64(n)
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 2.5, 5, 10} {
+		if m*mag >= raw {
+			return m * mag
+		}
+	}
+	return 10 * mag
+}
+
+// linearTicks are about five round ticks over [lo, hi], labelled by label.
+func linearTicks(lo, hi, unit float64, label func(v float64) string) []plot.Tick {
+	step := niceStep((hi-lo)/unit, 5) * unit
+	var ticks []plot.Tick
+	for k := math.Ceil(lo / step); k*step <= hi+step*1e-9; k++ {
+		// k·step, not a running sum, so that 0.6 is 0.6 and not 0.6000000000000001.
+		v, err := strconv.ParseFloat(strconv.FormatFloat(k*step, 'g', 12, 64), 64)
+		if err != nil {
+			v = k * step
+		}
+		ticks = append(ticks, plot.Tick{Value: v, Label: label(v)})
+	}
+	return ticks
+}
+
+// byteTicks label an axis of bytes in binary units: "0", "512 MiB", "1.5 GiB".
+type byteTicks struct{}
+
+func (byteTicks) Ticks(lo, hi float64) []plot.Tick {
+	unit, name := byteUnit(math.Max(math.Abs(lo), math.Abs(hi)))
+	return linearTicks(lo, hi, unit, func(v float64) string {
+		if v == 0 {
+			return "0"
+		}
+		return strconv.FormatFloat(v/unit, 'f', -1, 64) + " " + name
+	})
+}
+
+// shortBytes formats a byte count in its own binary unit, with no more
+// decimals than it needs: "0", "512 MiB", "1.5 GiB".
+func shortBytes(v float64) string {
+	if v == 0 {
+		return "0"
+	}
+	unit, name := byteUnit(v)
+	return strconv.FormatFloat(math.Round(v/unit*100)/100, 'f', -1, 64) + " " + name
+}
+
+// byteUnit is the binary unit in which v reads as 1 to 1023.
+func byteUnit(v float64) (float64, string) {
+	unit, name := 1.0, "B"
+	for _, n := range []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"} {
+		if v < 1024*unit {
+			break
+		}
+		unit *= 1024
+		name = n
+	}
+	return unit, name
+}
+
+// countTicks label an axis of counts: "0", "500", "2k", "1.5M".
+type countTicks struct{}
+
+func (countTicks) Ticks(lo, hi float64) []plot.Tick {
+	return linearTicks(lo, hi, 1, shortCount)
+}
+
+func shortCount(v float64) string {
+	for _, u := range []struct {
+		div  float64
+		name string
+	}{{1e9, "G"}, {1e6, "M"}, {1e3, "k"}} {
+		if math.Abs(v) >= u.div {
+			return strconv.FormatFloat(v/u.div, 'f', -1, 64) + u.name
+		}
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// percentTicks label an axis of fractions as percentages.
+type percentTicks struct{}
+
+func (percentTicks) Ticks(lo, hi float64) []plot.Tick {
+	return linearTicks(lo, math.Min(hi, 1), 0.01, func(v float64) string {
+		return strconv.FormatFloat(math.Round(100*v*1e9)/1e9, 'f', -1, 64) + "%"
+	})
+}
+
+// legendRoom is how much higher than the data a panel with its legend at
+// the top reaches, so that the legend does not hide the highest values.
+func legendRoom(entries int) float64 { return 1 + 0.09*float64(entries+1) }
+
+// summaryNote says how many events each point of a summarised series stands for.
+func summaryNote(width int64, what string) string {
+	if width <= 1 {
+		return ""
+	}
+	return fmt.Sprintf("Summarised: each point is the %s over %s events.", what, Count(width))
+}
