@@ -76,7 +76,7 @@ func WritePlot(w io.Writer, tr *Trace, opt PlotOptions, format string) error {
 		return fmt.Errorf("a %s plot shows one allocator; name it", opt.Kind)
 	}
 	for _, r := range results {
-		if err := hasSeries(r, opt.Kind); err != nil {
+		if err := Plottable(r, opt.Kind); err != nil {
 			return fmt.Errorf("%s on %s: %w", r.Allocator, tr.Name, err)
 		}
 	}
@@ -102,8 +102,9 @@ func WritePlot(w io.Writer, tr *Trace, opt PlotOptions, format string) error {
 	return fig.write(w, format)
 }
 
-// hasSeries checks r holds what a kind of plot is drawn from.
-func hasSeries(r *Result, kind string) error {
+// Plottable says why r cannot be drawn as a kind of plot, or nil if it can:
+// the replay did not record what the plot is drawn from.
+func Plottable(r *Result, kind string) error {
 	s := r.Series
 	switch {
 	case s == nil:

@@ -306,17 +306,24 @@ func WithoutTimings(rep Report) Report {
 // as "transformer-train.bfc.oom.log": kind is "oom.log", "oom.memdump" or
 // "peak.memdump". Characters that do not belong in a file name become '_'.
 func DumpFileName(traceName, allocator, kind string) string {
-	clean := func(s string) string {
-		return strings.Map(func(r rune) rune {
-			if r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
-				return r
-			}
-			return '_'
-		}, s)
-	}
-	name := strings.TrimLeft(clean(traceName), ".")
+	return traceFilePrefix(traceName) + "." + cleanFileName(allocator) + "." + kind
+}
+
+// traceFilePrefix is a trace's name made fit to start a file name.
+func traceFilePrefix(traceName string) string {
+	name := strings.TrimLeft(cleanFileName(traceName), ".")
 	if name == "" {
 		name = "trace"
 	}
-	return name + "." + clean(allocator) + "." + kind
+	return name
+}
+
+// cleanFileName replaces the characters that do not belong in a file name with '_'.
+func cleanFileName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			return r
+		}
+		return '_'
+	}, s)
 }

@@ -113,7 +113,9 @@ func checkOutputs(inputs []string, dir string, files ...string) error {
 		if st, err := os.Stat(dir); err == nil && !st.IsDir() {
 			return fmt.Errorf("-o %s: not a directory", dir)
 		}
-		files = append(files, filepath.Join(dir, "report.json"), filepath.Join(dir, "report.md"))
+		for _, name := range []string{"report.json", "report.md", "index.html", "timeline.csv"} {
+			files = append(files, filepath.Join(dir, name))
+		}
 	}
 	seen := map[string]string{}
 	for _, f := range files {

@@ -170,8 +170,28 @@ func TestReplayOutDir(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	assert.Equal(t, []string{"cnn-infer.bfc.peak.memdump", "report.json", "report.md"}, names,
-		"no temporary files are left behind")
+	want := []string{"cnn-infer.bfc.peak.memdump", "index.html", "report.json", "report.md", "timeline.csv"}
+	for _, kind := range []string{"fragmentation", "latency", "timeline"} {
+		want = append(want, "cnn-infer."+kind+".png", "cnn-infer."+kind+".svg")
+	}
+	for _, a := range []string{"aligned", "arena", "bfc", "naive"} {
+		for _, kind := range []string{"memmap", "occupancy"} {
+			want = append(want, "cnn-infer."+a+"."+kind+".png", "cnn-infer."+a+"."+kind+".svg")
+		}
+	}
+	assert.ElementsMatch(t, want, names, "every output, and no temporary files left behind")
+	for _, n := range names {
+		st, err := os.Stat(filepath.Join(out, n))
+		require.NoError(t, err)
+		assert.Greater(t, st.Size(), int64(100), n)
+	}
+	csvData, err := os.ReadFile(filepath.Join(out, "timeline.csv"))
+	require.NoError(t, err)
+	rows := strings.Split(strings.TrimSpace(string(csvData)), "\n")
+	assert.Equal(t, "trace,allocator,event,events,live_bytes,in_use_bytes,reserved_bytes,tf_fragmentation_max,tf_fragmentation_mean,failed_allocs", rows[0])
+	// 2,955 events are more than the timeline's 2,048 points: two events a row.
+	assert.Equal(t, 1+4*1478, len(rows), "one row per two events and allocator")
+	assert.True(t, strings.HasPrefix(rows[1], "cnn-infer,bfc,0,2,"), rows[1])
 	md, err := os.ReadFile(filepath.Join(out, "report.md"))
 	require.NoError(t, err)
 	assert.Equal(t, stdout, string(md), "report.md is the markdown rendering")

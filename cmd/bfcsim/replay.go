@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -62,7 +63,7 @@ Allocators (-a) and their options (--set NAME.KEY=VALUE):
 	o.addFlags(cmd, true)
 	f := cmd.Flags()
 	f.StringVarP(&o.format, "format", "f", "table", "output format: "+strings.Join(report.Formats, ", "))
-	f.StringVarP(&o.out, "out", "o", "", "also write report.json, report.md and bfc's memory dumps into this directory")
+	f.StringVarP(&o.out, "out", "o", "", "also write report.json, report.md, timeline.csv, every plot (PNG and SVG), index.html and bfc's memory dumps into this directory")
 	f.StringVar(&o.eventsOut, "events-out", "", "write per-event results (JSON Lines; .gz or .zst compressed) to this file")
 	_ = cmd.RegisterFlagCompletionFunc("format", fixedCompletion(report.Formats...))
 	return cmd
@@ -215,6 +216,9 @@ func runReplay(cmd *cobra.Command, e *env, o *replayOptions, paths []string) err
 	if err := checkOutputs(paths, o.out, o.eventsOut); err != nil {
 		return err
 	}
+	if o.out != "" {
+		o.record = &sim.RecordConfig{LayoutAt: sim.LayoutAtPeak}
+	}
 	runs, err := o.replayAll(cmd, e, p, paths)
 	if err != nil {
 		return err
@@ -292,19 +296,23 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 
 // writeReportDir writes into dir, each file atomically: the memory dumps of
 // allocators that can describe their pool (TRACE.ALLOCATOR.peak.memdump and,
-// after an out-of-memory, .oom.memdump and .oom.log), then report.md and
-// report.json, last, so that a complete report.json means a complete
-// directory.
+// after an out-of-memory, .oom.memdump and .oom.log), every plot as PNG and
+// SVG, timeline.csv, index.html, report.md and, last, report.json, so that
+// a complete report.json means a complete directory.
 func writeReportDir(dir string, rep report.Report, runs []report.TraceRun) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	names := make([]string, len(rep.Traces))
 	seen := map[string]int{}
-	for i := range runs {
+	for i := range rep.Traces {
 		name := rep.Traces[i].Name
 		if seen[name]++; seen[name] > 1 {
 			name = fmt.Sprintf("%s-%d", name, seen[name]) // two traces of one name
 		}
+		names[i] = name
+	}
+	for i := range runs {
 		for j := range runs[i].Results {
 			r := &runs[i].Results[j]
 			files := []struct {
@@ -320,21 +328,86 @@ func writeReportDir(dir string, rep report.Report, runs []report.TraceRun) error
 				if f.snap == nil {
 					continue
 				}
-				path := filepath.Join(dir, report.DumpFileName(name, r.Allocator, f.kind))
+				path := filepath.Join(dir, report.DumpFileName(names[i], r.Allocator, f.kind))
 				if err := writeFileAtomic(path, func(w io.Writer) error { return f.fn(w, f.snap) }); err != nil {
 					return err
 				}
 			}
 		}
 	}
-	if err := writeFileAtomic(filepath.Join(dir, "report.md"), func(w io.Writer) error {
-		return report.WriteMarkdown(w, rep)
-	}); err != nil {
+	figs, err := writePlots(dir, rep, names)
+	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, "report.json"), func(w io.Writer) error {
-		return report.WriteJSON(w, rep)
-	})
+	outputs := []struct {
+		name string
+		fn   func(io.Writer) error
+	}{
+		{"timeline.csv", func(w io.Writer) error { return report.WriteTimelineCSV(w, rep) }},
+		{"index.html", func(w io.Writer) error { return report.WriteHTML(w, rep, figs) }},
+		{"report.md", func(w io.Writer) error { return report.WriteMarkdown(w, rep) }},
+		{"report.json", func(w io.Writer) error { return report.WriteJSON(w, rep) }},
+	}
+	for _, o := range outputs {
+		if err := writeFileAtomic(filepath.Join(dir, o.name), o.fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// plotTitles caption the plots in index.html.
+var plotTitles = map[string]string{
+	"timeline":      "Bytes live, in use and reserved over the trace",
+	"fragmentation": "Fragmentation over the trace",
+	"latency":       "Latency by percentile",
+	"memmap":        "Every block in address × time",
+	"occupancy":     "The address space at the peak of bytes in use",
+}
+
+// writePlots draws every kind of plot of every trace, as PNG and SVG, into
+// dir and returns them as figures for index.html. A per-allocator plot is
+// left out for an allocator that has nothing to draw (an occupancy map
+// when nothing was ever allocated).
+func writePlots(dir string, rep report.Report, names []string) ([]report.HTMLFigure, error) {
+	var figs []report.HTMLFigure
+	for i := range rep.Traces {
+		tr := &rep.Traces[i]
+		for _, kind := range report.PlotKinds {
+			allocs := []string{""}
+			if report.PerAllocator(kind) {
+				allocs = allocs[:0]
+				for j := range tr.Results {
+					if report.Plottable(&tr.Results[j], kind) == nil {
+						allocs = append(allocs, tr.Results[j].Allocator)
+					}
+				}
+			}
+			for _, a := range allocs {
+				fig := report.HTMLFigure{Trace: i, Allocator: a, Kind: kind, Title: plotTitles[kind]}
+				for _, format := range report.PlotFormats {
+					var buf bytes.Buffer
+					if err := report.WritePlot(&buf, tr, report.PlotOptions{Kind: kind, Allocator: a}, format); err != nil {
+						return nil, fmt.Errorf("plotting %s of %s: %w", kind, tr.Name, err)
+					}
+					file := report.PlotFileName(names[i], a, kind, format)
+					if err := writeFileAtomic(filepath.Join(dir, file), func(w io.Writer) error {
+						_, err := w.Write(buf.Bytes())
+						return err
+					}); err != nil {
+						return nil, err
+					}
+					if format == "png" {
+						fig.PNG, fig.PNGFile = buf.Bytes(), file
+					} else {
+						fig.SVGFile = file
+					}
+				}
+				figs = append(figs, fig)
+			}
+		}
+	}
+	return figs, nil
 }
 
 func writeMemoryDump(w io.Writer, s *bfcdump.Snapshot) error {
