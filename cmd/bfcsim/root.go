@@ -30,13 +30,16 @@ func newRootCmd(e *env) *cobra.Command {
 		Long: `bfcsim replays a trace of memory allocations and frees against several
 allocator designs (TensorFlow's BFC, a bump arena, TBB-style cache-aligned
 allocation, per-request device malloc) over a simulated or real address space,
-and reports fragmentation, peak usage and latency.
+and reports fragmentation, peak usage and latency, as tables, plots and a
+CI verdict.
 
-  bfcsim replay trace.jsonl                 every allocator side by side
-  bfcsim replay run.jsonl.gz -o out/        also write report.json and report.md
-  bfcsim gen transformer-train -o t.jsonl   make a synthetic trace
-  bfcsim validate trace.jsonl               check a trace and summarise it
-  bfcsim inspect oom.log                    explain a TensorFlow BFC dump or OOM log
+  bfcsim replay trace.jsonl                  every allocator side by side
+  bfcsim replay run.jsonl.gz -o out/         also write reports, plots and index.html
+  bfcsim compare t.jsonl --baseline b.json   exit 1 on a memory regression
+  bfcsim plot t.jsonl --kind memmap -o m.png draw one plot (PNG or SVG)
+  bfcsim gen transformer-train -o t.jsonl    make a synthetic trace
+  bfcsim validate trace.jsonl                check a trace and summarise it
+  bfcsim inspect oom.log                     explain a TensorFlow BFC dump or OOM log
 
 Exit codes: 0 success, 1 a comparison failed, 2 bad usage or bad input.`,
 		Version:       versionString(),
@@ -49,9 +52,11 @@ Exit codes: 0 success, 1 a comparison failed, 2 bad usage or bad input.`,
 	})
 	root.AddCommand(
 		newReplayCmd(e),
+		newCompareCmd(e),
 		newValidateCmd(e),
 		newGenCmd(e),
 		newInspectCmd(e),
+		newPlotCmd(e),
 		newVersionCmd(),
 	)
 	return root
