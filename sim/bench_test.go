@@ -65,3 +65,28 @@ func BenchmarkReplay(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReplayRecording is BenchmarkReplay with the series for plots
+// recorded, as replay -o and plot do: the cost of the timeline, the memory
+// map and the layout at the peak.
+func BenchmarkReplayRecording(b *testing.B) {
+	for _, tr := range []string{"transformer-train.jsonl", "random.jsonl"} {
+		evs := loadTrace(b, tr)
+		for _, name := range []string{"bfc", "naive"} {
+			b.Run(tr+"/"+name, func(b *testing.B) {
+				cfg := Config{
+					Allocators: []AllocatorSpec{{Name: name}},
+					Space:      allocators.SpaceConfig{Kind: "virtual", Capacity: DefaultCapacity},
+					Record:     &RecordConfig{LayoutAt: LayoutAtPeak},
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := Replay(context.Background(), &sliceSource{events: evs}, cfg); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(len(evs))*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			})
+		}
+	}
+}

@@ -178,8 +178,9 @@ type Memmap struct {
 	// Lo and Hi bound every address a block or region covered, [Lo, Hi);
 	// both are 0 if there were none.
 	Lo, Hi uint64
-	// Exact says Blocks and Regions hold every block and region; otherwise
-	// they are empty and Raster summarises them.
+	// Exact says Blocks and Regions hold every block and region, in the
+	// order they ended (those live at the end last, by slot and address);
+	// otherwise they are empty and Raster summarises them.
 	Exact   bool
 	Blocks  []MemBlock
 	Regions []MemRegion
@@ -543,14 +544,7 @@ func (r *recorder) finish(events int64) (*Timeline, *Memmap, *Layout) {
 	for _, a := range addrs {
 		r.paintRegion(a, r.regions[a], events)
 	}
-	if r.mm.Exact {
-		slices.SortFunc(r.mm.Blocks, func(a, b MemBlock) int {
-			return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.Addr, b.Addr))
-		})
-		slices.SortFunc(r.mm.Regions, func(a, b MemRegion) int {
-			return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.Addr, b.Addr))
-		})
-	} else {
+	if !r.mm.Exact {
 		r.mm.Raster = r.grid.raster(events, r.mm.Lo, r.mm.Hi)
 	}
 	tl := r.timeline

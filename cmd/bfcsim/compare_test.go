@@ -269,5 +269,5 @@ func TestCompareHelp(t *testing.T) {
 	}
 	code, out, _ = cli(t, "", "--help")
 	assert.Equal(t, 0, code)
-	assert.Contains(t, out, "bfcsim compare traces/*.jsonl --baseline ci/baseline.json   exit 1 on a regression")
+	assert.Contains(t, out, "bfcsim compare t.jsonl --baseline b.json   exit 1 on a memory regression")
 }
