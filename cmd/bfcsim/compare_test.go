@@ -240,12 +240,7 @@ func TestCompareBadBaseline(t *testing.T) {
 		{[]string{"compare", trace, "--baseline", missing, "--tolerance", ""}, `--tolerance: bad tolerance ""`},
 		{[]string{"compare", trace, "--baseline", missing, "-a", "tlsf"}, `unknown allocator "tlsf"`},
 	} {
-		code, stdout, stderr := cli(t, "", tc.args...)
-		assert.Equal(t, 2, code, "%v", tc.args)
-		assert.Empty(t, stdout, "%v", tc.args)
-		assert.True(t, strings.HasPrefix(stderr, "bfcsim: "), "%v: %q", tc.args, stderr)
-		assert.Equal(t, 1, strings.Count(stderr, "\n"), "%v: one line: %q", tc.args, stderr)
-		assert.Contains(t, stderr, tc.msg, "%v", tc.args)
+		assertUsageError(t, tc.args, tc.msg)
 	}
 	assert.NoDirExists(t, filepath.Join(dir, "ci"), "a failed compare writes nothing")
 	data, err := os.ReadFile(notJSON)

@@ -53,6 +53,18 @@ var specKeys = []string{
 	"replay_seconds", "events_per_second", "allocator_stats",
 }
 
+// assertUsageError runs a command line that must fail with exit status 2,
+// nothing on standard output and one line on standard error, naming msg.
+func assertUsageError(t *testing.T, args []string, msg string) {
+	t.Helper()
+	code, stdout, stderr := cli(t, "", args...)
+	assert.Equal(t, 2, code, "%v", args)
+	assert.Empty(t, stdout, "%v", args)
+	assert.True(t, strings.HasPrefix(stderr, "bfcsim: "), "%v: %q", args, stderr)
+	assert.Equal(t, 1, strings.Count(stderr, "\n"), "%v: one line: %q", args, stderr)
+	assert.Contains(t, stderr, msg, "%v", args)
+}
+
 func replayJSON(t *testing.T, args ...string) map[string]any {
 	t.Helper()
 	code, out, stderr := cli(t, "", append([]string{"replay", "-f", "json"}, args...)...)
@@ -293,12 +305,7 @@ func TestReplayUsageErrors(t *testing.T) {
 		{[]string{"validate"}, "validate needs at least one trace file"},
 	}
 	for _, tc := range cases {
-		code, stdout, stderr := cli(t, "", tc.args...)
-		assert.Equal(t, 2, code, "%v", tc.args)
-		assert.Empty(t, stdout, "%v", tc.args)
-		assert.True(t, strings.HasPrefix(stderr, "bfcsim: "), "%v: %q", tc.args, stderr)
-		assert.Equal(t, 1, strings.Count(stderr, "\n"), "%v: one line: %q", tc.args, stderr)
-		assert.Contains(t, stderr, tc.msg, "%v", tc.args)
+		assertUsageError(t, tc.args, tc.msg)
 	}
 }
 

@@ -63,9 +63,7 @@ func TestPlotErrors(t *testing.T) {
 		{[]string{"plot", tr, "--kind", "memmap"}, `"out" not set`},
 		{[]string{"plot", tr, tr, "--kind", "memmap", "-o", out}, "plot takes one trace, got 2"},
 	} {
-		code, _, stderr := cli(t, "", tc.args...)
-		assert.Equal(t, 2, code, "%v", tc.args)
-		assert.Contains(t, stderr, tc.msg, "%v", tc.args)
+		assertUsageError(t, tc.args, tc.msg)
 	}
 	_, err := os.Stat(out)
 	assert.True(t, os.IsNotExist(err), "nothing written by a failed run")
