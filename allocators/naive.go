@@ -30,6 +30,7 @@ var (
 	_ Allocator           = (*Naive)(nil)
 	_ LargestFreeReporter = (*Naive)(nil)
 	_ StatsReporter       = (*Naive)(nil)
+	_ Extenter            = (*Naive)(nil)
 )
 
 // NewNaive returns a Naive allocator over sp.
@@ -56,6 +57,9 @@ func (a *Naive) Allocate(size, align uint64) (Block, error) {
 	a.allocated(n)
 	return Block{Addr: addr, Size: n, Handle: addr - base}, nil
 }
+
+// Extent returns the block's reservation: an aligned block starts inside it.
+func (a *Naive) Extent(b Block) (addr, size uint64) { return b.Addr - b.Handle, b.Size }
 
 // Free releases the block's reservation.
 func (a *Naive) Free(b Block) error {

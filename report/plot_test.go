@@ -194,7 +194,7 @@ func TestByteAndCountTicks(t *testing.T) {
 // Every kind renders as PNG and SVG, the same bytes every time (latency
 // aside, which is measured), and the PNG is the figure's size.
 func TestWritePlotEveryKind(t *testing.T) {
-	tr := recordedTrace(t, "transformer-train.jsonl", sim.RecordConfig{LayoutAt: sim.LayoutAtPeak}, "bfc", "naive")
+	tr := recordedTrace(t, "transformer-train.jsonl", sim.RecordConfig{}, "bfc", "naive")
 	for _, kind := range PlotKinds {
 		for _, format := range PlotFormats {
 			opt := PlotOptions{Kind: kind}
@@ -236,7 +236,7 @@ func TestWritePlotRasterMemmap(t *testing.T) {
 }
 
 func TestWritePlotErrors(t *testing.T) {
-	tr := recordedTrace(t, "cnn-infer.jsonl", sim.RecordConfig{LayoutAt: 1 << 40}, "bfc", "arena")
+	tr := recordedTrace(t, "cnn-infer.jsonl", sim.RecordConfig{AtEvent: true, LayoutEvent: 1 << 40}, "bfc", "arena")
 	var buf bytes.Buffer
 	assert.ErrorContains(t, WritePlot(&buf, tr, PlotOptions{Kind: "memmap"}, "png"), "shows one allocator")
 	assert.ErrorContains(t, WritePlot(&buf, tr, PlotOptions{Kind: "pie"}, "png"), "unknown plot kind")

@@ -77,7 +77,7 @@ func BenchmarkReplayRecording(b *testing.B) {
 				cfg := Config{
 					Allocators: []AllocatorSpec{{Name: name}},
 					Space:      allocators.SpaceConfig{Kind: "virtual", Capacity: DefaultCapacity},
-					Record:     &RecordConfig{LayoutAt: LayoutAtPeak},
+					Record:     &RecordConfig{},
 				}
 				b.ReportAllocs()
 				for b.Loop() {

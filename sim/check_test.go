@@ -107,33 +107,7 @@ func FuzzAllocator(f *testing.F) {
 	f.Add([]byte{0, 10, 0, 0, 200, 1, 0, 3, 0, 1, 4, 0})
 	f.Add([]byte{1, 0xff, 0xff, 0, 1, 0xff, 0xff, 1, 2, 0, 0, 0, 3, 0, 0, 2})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var evs []trace.Event
-		var live []uint64
-		next := uint64(1)
-		for len(data) >= 4 {
-			op, arg := data[0], binary.LittleEndian.Uint16(data[1:3])
-			salt := data[3]
-			data = data[4:]
-			switch {
-			case op%4 == 3 && len(live) > 0:
-				i := int(arg) % len(live)
-				evs = append(evs, free(live[i]))
-				live[i] = live[len(live)-1]
-				live = live[:len(live)-1]
-			case op%4 == 2:
-				evs = append(evs, trace.Event{Op: trace.OpStep})
-			default:
-				// Sizes from 0 to ~4 MiB, skewed small; some aligned.
-				size := uint64(arg) << (salt % 7)
-				ev := alloc(next, size)
-				if salt&0x80 != 0 {
-					ev.Align = 1 << (salt % 13)
-				}
-				evs = append(evs, ev)
-				live = append(live, next)
-				next++
-			}
-		}
+		evs := fuzzEvents(data)
 		for _, placement := range []string{"first-fit", "paged"} {
 			for _, name := range allocators.Names() {
 				for _, opts := range fuzzOptions[name] {
@@ -146,6 +120,39 @@ func FuzzAllocator(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fuzzEvents turns fuzz data into a valid trace: four bytes an event, an
+// alloc (sizes from 0 to ~4 MiB, skewed small, some aligned), a free of a
+// live allocation, or a step.
+func fuzzEvents(data []byte) []trace.Event {
+	var evs []trace.Event
+	var live []uint64
+	next := uint64(1)
+	for len(data) >= 4 {
+		op, arg := data[0], binary.LittleEndian.Uint16(data[1:3])
+		salt := data[3]
+		data = data[4:]
+		switch {
+		case op%4 == 3 && len(live) > 0:
+			i := int(arg) % len(live)
+			evs = append(evs, free(live[i]))
+			live[i] = live[len(live)-1]
+			live = live[:len(live)-1]
+		case op%4 == 2:
+			evs = append(evs, trace.Event{Op: trace.OpStep})
+		default:
+			size := uint64(arg) << (salt % 7)
+			ev := alloc(next, size)
+			if salt&0x80 != 0 {
+				ev.Align = 1 << (salt % 13)
+			}
+			evs = append(evs, ev)
+			live = append(live, next)
+			next++
+		}
+	}
+	return evs
 }
 
 var fuzzOptions = map[string][]allocators.Options{

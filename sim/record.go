@@ -39,15 +39,12 @@ type RecordConfig struct {
 	// Rows and Columns size the memory map's raster, used past Blocks
 	// (defaults DefaultRows and DefaultColumns).
 	Rows, Columns int
-	// LayoutAt is the 0-based event index after which the layout is
-	// captured, or LayoutAtPeak for the first moment bytes in use reach
-	// their peak.
-	LayoutAt int64
+	// The layout is captured at the first moment bytes in use reach their
+	// peak or, with AtEvent, right after the event of index LayoutEvent
+	// (0-based).
+	AtEvent     bool
+	LayoutEvent int64
 }
-
-// LayoutAtPeak, as RecordConfig.LayoutAt, captures the layout at the peak of
-// bytes in use.
-const LayoutAtPeak = -1
 
 // Defaults of RecordConfig. A plot is a few hundred to a couple of thousand
 // pixels wide, so more points or columns than that would not be seen;
@@ -79,8 +76,8 @@ func (c RecordConfig) withDefaults() (RecordConfig, error) {
 	if c.Rows&(c.Rows-1) != 0 {
 		return c, fmt.Errorf("record: Rows must be a power of two, got %d", c.Rows)
 	}
-	if c.LayoutAt < LayoutAtPeak {
-		return c, fmt.Errorf("record: LayoutAt must be an event index or LayoutAtPeak, got %d", c.LayoutAt)
+	if c.AtEvent && c.LayoutEvent < 0 {
+		return c, fmt.Errorf("record: LayoutEvent must be an event index (0, 1, …), got %d", c.LayoutEvent)
 	}
 	return c, nil
 }
@@ -309,7 +306,7 @@ func newRecorder(cfg RecordConfig, granule uint64) *recorder {
 	}
 }
 
-func (r *recorder) atPeak() bool { return r.cfg.LayoutAt == LayoutAtPeak }
+func (r *recorder) atPeak() bool { return !r.cfg.AtEvent }
 
 func (r *recorder) alloc(slot uint32, b allocators.Block, requested uint64, tag string) {
 	if int(slot) >= len(r.slots) {
@@ -377,7 +374,7 @@ func (r *recorder) peak(event, line int64) {
 // after is called once an event is applied.
 func (r *recorder) after(i, line int64, live, inUse, reserved uint64, frag float64, failed bool) {
 	r.timeline.add(i, r.cfg.Points, live, inUse, reserved, frag, failed)
-	if r.cfg.LayoutAt == i {
+	if r.cfg.AtEvent && r.cfg.LayoutEvent == i {
 		r.layout = buildLayout(r.slots, r.regions)
 		r.layout.Event, r.layout.Line = i, line
 	}

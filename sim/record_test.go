@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"testing"
@@ -133,7 +134,7 @@ func TestMemmapAndLayout(t *testing.T) {
 	for _, tc := range recordCases {
 		t.Run(tc.trace+"/"+tc.allocator, func(t *testing.T) {
 			evs := loadTrace(t, tc.trace)
-			res := record(t, evs, tc.allocator, tc.opts, RecordConfig{Points: 1 << 20, Blocks: 1 << 20, LayoutAt: LayoutAtPeak})
+			res := record(t, evs, tc.allocator, tc.opts, RecordConfig{Points: 1 << 20, Blocks: 1 << 20})
 			mm := res.Memmap
 			require.True(t, mm.Exact)
 			require.EqualValues(t, len(evs), mm.Events)
@@ -170,13 +171,13 @@ func TestMemmapAndLayout(t *testing.T) {
 			assert.Equal(t, evs[peak.Event].Line, peak.Line)
 
 			for _, n := range []int64{0, int64(len(evs)) / 3, int64(len(evs)) - 1} {
-				at := record(t, evs, tc.allocator, tc.opts, RecordConfig{LayoutAt: n}).Layout
+				at := record(t, evs, tc.allocator, tc.opts, RecordConfig{AtEvent: true, LayoutEvent: n}).Layout
 				require.NotNil(t, at)
 				assert.Equal(t, n, at.Event)
 				assert.False(t, at.AtPeak)
 				assert.Equal(t, stateAfter(mm, n), withoutMeta(at), "after event %d", n)
 			}
-			assert.Nil(t, record(t, evs, tc.allocator, tc.opts, RecordConfig{LayoutAt: int64(len(evs))}).Layout,
+			assert.Nil(t, record(t, evs, tc.allocator, tc.opts, RecordConfig{AtEvent: true, LayoutEvent: int64(len(evs))}).Layout,
 				"no layout past the end of the trace")
 		})
 	}
@@ -266,7 +267,7 @@ func TestLatencyCurve(t *testing.T) {
 }
 
 func TestRecordConfigErrors(t *testing.T) {
-	for _, rc := range []RecordConfig{{Points: 1}, {Rows: 3}, {Columns: 1}, {Blocks: -1}, {LayoutAt: -2}} {
+	for _, rc := range []RecordConfig{{Points: 1}, {Rows: 3}, {Columns: 1}, {Blocks: -1}, {AtEvent: true, LayoutEvent: -1}} {
 		_, err := Replay(t.Context(), &sliceSource{}, Config{
 			Allocators: []AllocatorSpec{{Name: "bfc"}},
 			Space:      allocators.SpaceConfig{Kind: "virtual", Capacity: 1 << 30},
@@ -274,4 +275,57 @@ func TestRecordConfigErrors(t *testing.T) {
 		})
 		assert.Error(t, err, "%+v", rc)
 	}
+}
+
+// FuzzRecording: on any trace and allocator, the recorded series agree with
+// each other: the layout at the peak is the exact memory map's state at
+// that event, a tiny summarised timeline covers every event, and a tiny
+// raster's cells hold fractions between 0 and 1 with blocks inside regions.
+func FuzzRecording(f *testing.F) {
+	f.Add([]byte{0, 10, 0, 0, 200, 1, 0, 3, 0, 1, 4, 0, 3, 0, 0, 0}, uint8(0))
+	f.Add([]byte{1, 0xff, 0xff, 6, 1, 0xff, 0xff, 1, 2, 0, 0, 0, 3, 0, 0, 2, 0, 9, 9, 5}, uint8(5))
+	f.Fuzz(func(t *testing.T, data []byte, pick uint8) {
+		defer func(s int) { layoutLogSlack = s }(layoutLogSlack)
+		layoutLogSlack = 0
+		evs := fuzzEvents(data)
+		var specs []AllocatorSpec
+		for _, name := range allocators.Names() {
+			for _, opts := range fuzzOptions[name] {
+				specs = append(specs, AllocatorSpec{Name: name, Options: opts})
+			}
+		}
+		spec := specs[int(pick)%len(specs)]
+		run := func(rc RecordConfig) Result {
+			cfg := config(16<<20, spec.Name)
+			cfg.Allocators[0].Options = spec.Options
+			cfg.Record = &rc
+			res, err := Replay(context.Background(), reader(t, evs), cfg)
+			require.NoError(t, err)
+			return res[0]
+		}
+		exact := run(RecordConfig{Points: 1 << 20, Blocks: 1 << 20})
+		if l := exact.Layout; l != nil {
+			assert.Equal(t, stateAfter(exact.Memmap, l.Event), withoutMeta(l))
+			assert.Equal(t, exact.PeakInUseBytes, l.InUseBytes)
+		} else {
+			assert.Zero(t, exact.PeakInUseBytes)
+		}
+		small := run(RecordConfig{Points: 3, Blocks: 1, Rows: 2, Columns: 3})
+		var covered int64
+		for _, p := range small.Timeline.Points {
+			assert.Equal(t, covered, p.Event)
+			covered += p.Events
+		}
+		assert.EqualValues(t, len(evs), covered)
+		if r := small.Memmap.Raster; r != nil {
+			for row := range r.Rows {
+				for col := range r.Cols {
+					u, v := r.At(row, col)
+					assert.GreaterOrEqual(t, u, -1e-9)
+					assert.LessOrEqual(t, u, v+1e-9)
+					assert.LessOrEqual(t, v, 1+1e-9)
+				}
+			}
+		}
+	})
 }

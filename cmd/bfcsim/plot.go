@@ -82,13 +82,13 @@ func runPlot(cmd *cobra.Command, e *env, o *plotOptions, path string) error {
 	if o.colorBy != "" && o.colorBy != "size" && o.colorBy != "tag" {
 		return fmt.Errorf("--color %q: want size or tag", o.colorBy)
 	}
-	rc := &sim.RecordConfig{LayoutAt: sim.LayoutAtPeak}
+	rc := &sim.RecordConfig{}
 	if o.at != "peak" {
 		n, err := strconv.ParseInt(o.at, 10, 64)
 		if err != nil || n < 0 {
 			return fmt.Errorf("--at %q: want peak or an event index (0, 1, …)", o.at)
 		}
-		rc.LayoutAt = n
+		rc.AtEvent, rc.LayoutEvent = true, n
 	}
 	if report.PerAllocator(o.kind) {
 		if !cmd.Flags().Changed("allocators") {
@@ -112,8 +112,8 @@ func runPlot(cmd *cobra.Command, e *env, o *plotOptions, path string) error {
 	}
 	rep := report.Build(runs)
 	tr := &rep.Traces[0]
-	if o.kind == "occupancy" && rc.LayoutAt != sim.LayoutAtPeak && rc.LayoutAt >= tr.Events {
-		return fmt.Errorf("--at %d: %s has %d events (0 to %d)", rc.LayoutAt, path, tr.Events, tr.Events-1)
+	if o.kind == "occupancy" && rc.AtEvent && rc.LayoutEvent >= tr.Events {
+		return fmt.Errorf("--at %d: %s has %d events (0 to %d)", rc.LayoutEvent, path, tr.Events, tr.Events-1)
 	}
 	opt := report.PlotOptions{Kind: o.kind, ColorBy: o.colorBy}
 	if report.PerAllocator(o.kind) {

@@ -217,7 +217,7 @@ func runReplay(cmd *cobra.Command, e *env, o *replayOptions, paths []string) err
 		return err
 	}
 	if o.out != "" {
-		o.record = &sim.RecordConfig{LayoutAt: sim.LayoutAtPeak}
+		o.record = &sim.RecordConfig{}
 	}
 	runs, err := o.replayAll(cmd, e, p, paths)
 	if err != nil {
