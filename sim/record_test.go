@@ -284,6 +284,9 @@ func TestRecordConfigErrors(t *testing.T) {
 func FuzzRecording(f *testing.F) {
 	f.Add([]byte{0, 10, 0, 0, 200, 1, 0, 3, 0, 1, 4, 0, 3, 0, 0, 0}, uint8(0))
 	f.Add([]byte{1, 0xff, 0xff, 6, 1, 0xff, 0xff, 1, 2, 0, 0, 0, 3, 0, 0, 2, 0, 9, 9, 5}, uint8(5))
+	// naive, with a 4096-aligned block drawn past its reservation before
+	// naive reported its extent.
+	f.Add([]byte("0001000\x81"), uint8(191))
 	f.Fuzz(func(t *testing.T, data []byte, pick uint8) {
 		defer func(s int) { layoutLogSlack = s }(layoutLogSlack)
 		layoutLogSlack = 0
