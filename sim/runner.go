@@ -309,9 +309,9 @@ func (r *runner) apply(events []trace.Event, first int64) error {
 				r.rec.mark(i, ev)
 			}
 		}
-		frag := r.observe()
+		reserved, frag := r.observe()
 		if r.rec != nil {
-			r.rec.after(i, ev.Line, r.live, r.inUse, r.space.Stats().ReservedBytes, frag, r.result.FailedAllocs > failed)
+			r.rec.after(i, ev.Line, r.live, r.inUse, reserved, frag, r.result.FailedAllocs > failed)
 		}
 		if r.chk != nil {
 			var stats map[string]int64
@@ -447,19 +447,18 @@ func (r *runner) takePeakSnapshot() {
 	r.result.PeakSnapshot = s
 }
 
-// observe updates the peaks and samples the fragmentation metric, which it
-// returns; it runs after every event, so the metric's mean is over the
-// trace's events.
-func (r *runner) observe() float64 {
+// observe updates the peaks and samples the fragmentation metric; it
+// returns the bytes reserved and the metric. It runs after every event, so
+// the metric's mean is over the trace's events.
+func (r *runner) observe() (reserved uint64, frag float64) {
 	res := &r.result
-	reserved := r.space.Stats().ReservedBytes
+	reserved = r.space.Stats().ReservedBytes
 	res.PeakLiveBytes = max(res.PeakLiveBytes, r.live)
 	res.PeakInUseBytes = max(res.PeakInUseBytes, r.inUse)
 	if reserved > res.PeakReservedBytes {
 		res.PeakReservedBytes = reserved
 		res.InternalWasteAtPeakBytes = r.inUse - r.live
 	}
-	var frag float64
 	if reserved > r.inUse {
 		free := reserved - r.inUse
 		var largest uint64
@@ -471,7 +470,7 @@ func (r *runner) observe() float64 {
 	r.fragSum += frag
 	r.fragSamples++
 	res.TFFragmentationMax = math.Max(res.TFFragmentationMax, frag)
-	return frag
+	return reserved, frag
 }
 
 // emit writes one per-event result line.
