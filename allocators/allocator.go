@@ -100,6 +100,16 @@ type ChunkWalker interface {
 	WalkChunks(fn func(Chunk))
 }
 
+// StreamAllocator is an allocator whose pools are per CUDA stream, as
+// PyTorch's caching allocator's are: a block freed on one stream is reused
+// only by requests on the same stream.
+type StreamAllocator interface {
+	// AllocateOnStream is Allocate for a request made on stream. The
+	// engine calls it instead of Allocate for every alloc event; events
+	// without a stream come with stream 0.
+	AllocateOnStream(size, align uint64, stream int64) (Block, error)
+}
+
 // Extenter is an allocator whose blocks do not begin at the bytes set aside
 // for them: padding or a header comes before Block.Addr.
 type Extenter interface {

@@ -177,6 +177,7 @@ type runner struct {
 	stats        allocators.StatsReporter
 	snap         allocators.Snapshotter
 	extent       allocators.Extenter
+	streams      allocators.StreamAllocator
 	chk          *checker
 	stopOnOOM    bool
 	spaceOptions map[string]any
@@ -245,6 +246,7 @@ func newRunner(spec AllocatorSpec, cfg Config) (*runner, error) {
 	r.stats, _ = a.(allocators.StatsReporter)
 	r.snap, _ = a.(allocators.Snapshotter)
 	r.extent, _ = a.(allocators.Extenter)
+	r.streams, _ = a.(allocators.StreamAllocator)
 	r.peakSnapshots = cfg.PeakSnapshots && r.snap != nil
 	if r.chk != nil {
 		if l, ok := a.(allocators.AlignmentLimiter); ok {
@@ -345,7 +347,13 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 		r.takePeakSnapshot() // the pool may grow, or be collected, to serve it
 	}
 	t0 := time.Now()
-	b, err := r.alloc.Allocate(ev.Size, ev.Align)
+	var b allocators.Block
+	var err error
+	if r.streams != nil {
+		b, err = r.streams.AllocateOnStream(ev.Size, ev.Align, ev.Stream)
+	} else {
+		b, err = r.alloc.Allocate(ev.Size, ev.Align)
+	}
 	if err == nil && r.toucher != nil {
 		r.toucher.Touch(b.Addr, ev.Size)
 	}
