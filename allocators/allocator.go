@@ -110,6 +110,16 @@ type StreamAllocator interface {
 	AllocateOnStream(size, align uint64, stream int64) (Block, error)
 }
 
+// SegmentObserver is an allocator that can take over the device segments a
+// recorded program held: the engine shows it every reserve and release
+// event of the trace (SPEC §2), in order, before the events after them.
+// What it does with them is its own (PyTorch's caching allocator adopts
+// them as its segments); the events change nothing for other allocators.
+type SegmentObserver interface {
+	RecordedReserve(addr, size uint64, stream int64)
+	RecordedRelease(addr uint64)
+}
+
 // Extenter is an allocator whose blocks do not begin at the bytes set aside
 // for them: padding or a header comes before Block.Addr.
 type Extenter interface {

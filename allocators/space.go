@@ -37,6 +37,19 @@ type Space interface {
 	Stats() SpaceStats
 }
 
+// Placer is a Space that can reserve a range the caller chooses, as a CUDA
+// driver maps memory at a chosen address of a reserved range (cuMemMap):
+// an allocator grows a segment in place with it, or puts a segment where a
+// recorded program had it.
+type Placer interface {
+	// ReserveAt reserves exactly [addr, addr+n), n rounded up to
+	// Granule(); addr must be a multiple of Granule(). It returns
+	// ErrOutOfMemory, and changes nothing but the call counters, if any of
+	// the range is reserved or outside the space, or the capacity would be
+	// exceeded.
+	ReserveAt(addr, n uint64) error
+}
+
 // Toucher is a Space backed by real memory, whose pages can be written.
 type Toucher interface {
 	// Touch writes one byte in every page of [addr, addr+n), which must lie

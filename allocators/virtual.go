@@ -67,7 +67,10 @@ type VirtualSpace struct {
 	acct           accounting
 }
 
-var _ Space = (*VirtualSpace)(nil)
+var (
+	_ Space  = (*VirtualSpace)(nil)
+	_ Placer = (*VirtualSpace)(nil)
+)
 
 // NewVirtualSpace returns an empty virtual space of capacity bytes (rounded
 // down to the granule) priced by cost.
@@ -105,6 +108,19 @@ func (s *VirtualSpace) Reserve(n uint64) (uint64, error) {
 	s.reservations[addr] = size
 	s.acct.reserved(size)
 	return addr, nil
+}
+
+// ReserveAt reserves [addr, addr+n rounded up to 256) if all of it is free.
+func (s *VirtualSpace) ReserveAt(addr, n uint64) error {
+	size := alignUp(n, VirtualGranule)
+	if n == 0 || size < n || addr%VirtualGranule != 0 ||
+		(s.paged && s.acct.stats.ReservedBytes+size > s.capacity) || !s.free.Take(addr, size) {
+		s.acct.failed()
+		return ErrOutOfMemory
+	}
+	s.reservations[addr] = size
+	s.acct.reserved(size)
+	return nil
 }
 
 // Release frees [addr, addr+n rounded up to 256), which must be a run of

@@ -59,3 +59,19 @@ func TestParseSize(t *testing.T) {
 		assert.Error(t, err, text)
 	}
 }
+
+func TestVirtualSpaceReserveAt(t *testing.T) {
+	s := NewVirtualSpace(1<<20, CostModel{}, FirstFit)
+	require.NoError(t, s.ReserveAt(VirtualBase+4096, 1000))
+	assert.EqualValues(t, 1024, s.Stats().ReservedBytes, "rounded up to the granule")
+	assert.ErrorIs(t, s.ReserveAt(VirtualBase+4096+512, 256), ErrOutOfMemory, "inside a reservation")
+	assert.ErrorIs(t, s.ReserveAt(VirtualBase+100, 256), ErrOutOfMemory, "off the granule")
+	assert.ErrorIs(t, s.ReserveAt(VirtualBase-256, 256), ErrOutOfMemory, "below the space")
+	assert.ErrorIs(t, s.ReserveAt(VirtualBase+(1<<20)-256, 512), ErrOutOfMemory, "past its end")
+	addr, err := s.Reserve(4096)
+	require.NoError(t, err)
+	assert.EqualValues(t, VirtualBase, addr, "first fit still uses the hole before it")
+	require.NoError(t, s.Release(VirtualBase+4096, 1024))
+	assert.EqualValues(t, 4096, s.Stats().ReservedBytes)
+	assert.EqualValues(t, 4, s.Stats().FailedReserves)
+}

@@ -145,6 +145,20 @@ func (s checkedSpace) Reserve(n uint64) (uint64, error) {
 	return addr, err
 }
 
+// ReserveAt places a reservation where the allocator asks, if the real
+// space can (allocators.Placer).
+func (s checkedSpace) ReserveAt(addr, n uint64) error {
+	p, ok := s.Space.(allocators.Placer)
+	if !ok {
+		return fmt.Errorf("%w: this space cannot place a reservation at a chosen address", allocators.ErrOutOfMemory)
+	}
+	if err := p.ReserveAt(addr, n); err != nil {
+		return err
+	}
+	s.c.onReserve(addr, n)
+	return nil
+}
+
 func (s checkedSpace) Release(addr, n uint64) error {
 	s.c.beforeRelease(addr, n)
 	err := s.Space.Release(addr, n)

@@ -563,6 +563,18 @@ func (s recordingSpace) Reserve(n uint64) (uint64, error) {
 	return addr, err
 }
 
+func (s recordingSpace) ReserveAt(addr, n uint64) error {
+	p, ok := s.Space.(allocators.Placer)
+	if !ok {
+		return fmt.Errorf("%w: this space cannot place a reservation at a chosen address", allocators.ErrOutOfMemory)
+	}
+	if err := p.ReserveAt(addr, n); err != nil {
+		return err
+	}
+	s.rec.reserve(addr, n)
+	return nil
+}
+
 func (s recordingSpace) Release(addr, n uint64) error {
 	err := s.Space.Release(addr, n)
 	if err == nil {

@@ -178,6 +178,7 @@ type runner struct {
 	snap         allocators.Snapshotter
 	extent       allocators.Extenter
 	streams      allocators.StreamAllocator
+	segments     allocators.SegmentObserver
 	chk          *checker
 	stopOnOOM    bool
 	spaceOptions map[string]any
@@ -247,6 +248,7 @@ func newRunner(spec AllocatorSpec, cfg Config) (*runner, error) {
 	r.snap, _ = a.(allocators.Snapshotter)
 	r.extent, _ = a.(allocators.Extenter)
 	r.streams, _ = a.(allocators.StreamAllocator)
+	r.segments, _ = a.(allocators.SegmentObserver)
 	r.peakSnapshots = cfg.PeakSnapshots && r.snap != nil
 	if r.chk != nil {
 		if l, ok := a.(allocators.AlignmentLimiter); ok {
@@ -309,6 +311,16 @@ func (r *runner) apply(events []trace.Event, first int64) error {
 		case trace.OpMark:
 			if r.rec != nil {
 				r.rec.mark(i, ev)
+			}
+		case trace.OpReserve:
+			if r.segments != nil {
+				r.takePeakSnapshot()
+				r.segments.RecordedReserve(ev.Addr, ev.Size, ev.Stream)
+			}
+		case trace.OpRelease:
+			if r.segments != nil {
+				r.takePeakSnapshot()
+				r.segments.RecordedRelease(ev.Addr)
 			}
 		}
 		reserved, frag := r.observe()

@@ -177,6 +177,27 @@ func (t *Tree) FirstFit(size uint64) (uint64, bool) {
 	return start, true
 }
 
+// Take removes [start, start+size) from the free ranges if it lies inside
+// one of them, and reports whether it did; otherwise nothing changes.
+func (t *Tree) Take(start, size uint64) bool {
+	if size == 0 || start+size < start || !t.Covers(start, size) {
+		return false
+	}
+	pred, _ := t.neighbours(start + 1)
+	p := t.nodes[pred]
+	t.root = t.remove(t.root, p.start)
+	t.release(pred)
+	t.total -= p.size
+	for _, r := range [][2]uint64{{p.start, start}, {start + size, p.start + p.size}} {
+		if r[1] > r[0] {
+			if err := t.Add(r[0], r[1]-r[0]); err != nil {
+				panic(fmt.Sprintf("freetree: re-adding the rest of a taken range: %v", err))
+			}
+		}
+	}
+	return true
+}
+
 // Covers reports whether [start, start+size) lies entirely inside one free range.
 func (t *Tree) Covers(start, size uint64) bool {
 	t.init()

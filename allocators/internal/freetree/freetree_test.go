@@ -53,6 +53,24 @@ func (m *model) firstFit(size uint64) (uint64, bool) {
 	return 0, false
 }
 
+// take removes [start, start+size) if one span covers it.
+func (m *model) take(start, size uint64) bool {
+	for i, s := range *m {
+		if s.start <= start && start+size <= s.start+s.size {
+			rest := model{}
+			if start > s.start {
+				rest = append(rest, span{s.start, start - s.start})
+			}
+			if end := start + size; end < s.start+s.size {
+				rest = append(rest, span{end, s.start + s.size - end})
+			}
+			*m = append((*m)[:i], append(rest, (*m)[i+1:]...)...)
+			return true
+		}
+	}
+	return false
+}
+
 func (t *Tree) spans() model {
 	var out model
 	t.Walk(func(start, size uint64) { out = append(out, span{start, size}) })
@@ -69,7 +87,16 @@ func TestTreeAgainstModel(t *testing.T) {
 		m.add(0, 1<<20)
 		var taken []span
 		for step := range 3000 {
-			if rng.IntN(2) == 0 || len(taken) == 0 {
+			if rng.IntN(4) == 0 {
+				// Take a chosen range, which may or may not be free.
+				start := uint64(rng.IntN(1<<20/unit)) * unit
+				size := uint64(1+rng.IntN(40)) * unit
+				ok := tr.Take(start, size)
+				require.Equal(t, m.take(start, size), ok, "seed %d step %d: take [%d, +%d)", seed, step, start, size)
+				if ok {
+					taken = append(taken, span{start, size})
+				}
+			} else if rng.IntN(2) == 0 || len(taken) == 0 {
 				size := uint64(1+rng.IntN(40)) * unit
 				a, ok := tr.FirstFit(size)
 				b, ok2 := m.firstFit(size)
