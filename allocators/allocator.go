@@ -120,6 +120,29 @@ type SegmentObserver interface {
 	RecordedRelease(addr uint64)
 }
 
+// Replayer is an allocator that can be put into the state a recorded
+// program was in when its recording started. A trace imported from such a
+// recording opens with that state: the segments the program held
+// (reserve events) and the allocations live in them (alloc events with the
+// recorded address), between a mark named StartStateMark and one named
+// RecordingStartsMark. The engine shows the allocator every mark, and
+// gives it each alloc event's recorded address.
+type Replayer interface {
+	// Mark is called for every mark event, with its name.
+	Mark(name string)
+	// AllocateAt is AllocateOnStream for an alloc event that carries the
+	// address the recorded program received. Inside the start state the
+	// allocator may place the block there; outside it, addr must not
+	// steer the allocator (it is what the replay is compared with).
+	AllocateAt(size, align uint64, stream int64, addr uint64) (Block, error)
+}
+
+// The marks that delimit a recorded program's start state (see Replayer).
+const (
+	StartStateMark      = "start state"
+	RecordingStartsMark = "recording starts"
+)
+
 // Extenter is an allocator whose blocks do not begin at the bytes set aside
 // for them: padding or a header comes before Block.Addr.
 type Extenter interface {
@@ -161,4 +184,33 @@ func (c *tfCounters) stats() map[string]int64 {
 		"peak_bytes_in_use":  c.peakBytesInUse,
 		"largest_alloc_size": c.largestAlloc,
 	}
+}
+
+// Lifetime is one allocation of a trace as an offline planner sees it: its
+// size and the events between which it is live, [Start, End).
+type Lifetime struct {
+	// Size is the requested size in bytes, > 0.
+	Size uint64
+	// Align is the requested alignment, a power of two, or 0 for the
+	// allocator's default.
+	Align uint64
+	// Start is the 0-based index, among the trace's events, of the alloc;
+	// End is the index of its free, or the trace's event count if it is
+	// never freed. Start < End.
+	Start, End int64
+}
+
+// Planner is an allocator that plans offline: it sees every allocation of
+// the trace, with its lifetime, before the first one is made.
+type Planner interface {
+	// Plan is called once, before any Allocate, with every allocation of
+	// the trace that has a size > 0, in trace order (sorted by Start). The
+	// Allocate calls then arrive in the same order, one per element, each
+	// asking for its Size and Align; an allocation that fails gets no
+	// Free. Fewer calls may come (a replay that stops at an out-of-memory
+	// failure), never others. allocs stays the caller's: Plan copies what
+	// it needs. An error means the lifetimes are inconsistent (a size of 0,
+	// End <= Start, not sorted by Start) or cannot be planned; the
+	// allocator is then unusable.
+	Plan(allocs []Lifetime) error
 }

@@ -179,6 +179,7 @@ type runner struct {
 	extent       allocators.Extenter
 	streams      allocators.StreamAllocator
 	segments     allocators.SegmentObserver
+	replayer     allocators.Replayer
 	chk          *checker
 	stopOnOOM    bool
 	spaceOptions map[string]any
@@ -249,6 +250,7 @@ func newRunner(spec AllocatorSpec, cfg Config) (*runner, error) {
 	r.extent, _ = a.(allocators.Extenter)
 	r.streams, _ = a.(allocators.StreamAllocator)
 	r.segments, _ = a.(allocators.SegmentObserver)
+	r.replayer, _ = a.(allocators.Replayer)
 	r.peakSnapshots = cfg.PeakSnapshots && r.snap != nil
 	if r.chk != nil {
 		if l, ok := a.(allocators.AlignmentLimiter); ok {
@@ -312,6 +314,9 @@ func (r *runner) apply(events []trace.Event, first int64) error {
 			if r.rec != nil {
 				r.rec.mark(i, ev)
 			}
+			if r.replayer != nil {
+				r.replayer.Mark(ev.Name)
+			}
 		case trace.OpReserve:
 			if r.segments != nil {
 				r.takePeakSnapshot()
@@ -361,9 +366,12 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 	t0 := time.Now()
 	var b allocators.Block
 	var err error
-	if r.streams != nil {
+	switch {
+	case r.replayer != nil && ev.Flags&trace.HasAddr != 0:
+		b, err = r.replayer.AllocateAt(ev.Size, ev.Align, ev.Stream, ev.Addr)
+	case r.streams != nil:
 		b, err = r.streams.AllocateOnStream(ev.Size, ev.Align, ev.Stream)
-	} else {
+	default:
 		b, err = r.alloc.Allocate(ev.Size, ev.Align)
 	}
 	if err == nil && r.toucher != nil {
