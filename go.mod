@@ -10,6 +10,7 @@ require (
 	github.com/google/btree v1.1.3
 	github.com/google/renameio/v2 v2.0.2
 	github.com/klauspost/compress v1.20.3
+	github.com/nlpodyssey/gopickle v0.2.0
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10

@@ -88,7 +88,7 @@ func AppendEvent(dst []byte, ev Event) []byte {
 	if ev.Flags&HasT != 0 {
 		b = appendFloat(append(b, `,"t":`...), ev.T)
 	}
-	if ev.Flags&HasStream != 0 && (ev.Op == OpAlloc || ev.Op == OpFree) {
+	if ev.Flags&HasStream != 0 && (ev.Op == OpAlloc || ev.Op == OpFree || ev.Op == OpReserve) {
 		b = strconv.AppendInt(append(b, `,"stream":`...), ev.Stream, 10)
 	}
 	switch ev.Op {

@@ -1,0 +1,455 @@
+package pytorch
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/bfcsim/bfcsim/trace"
+)
+
+// Options tune a conversion.
+type Options struct {
+	// Name names the trace in its header; "" leaves it to the reader.
+	Name string
+	// Device picks the device whose trace is converted; -1 picks the one
+	// with the most trace entries (the lowest on a tie).
+	Device int
+}
+
+// Stats describe a conversion.
+type Stats struct {
+	Device int
+	// Events counts the events written, header aside.
+	Events, Allocs, Frees int64
+	// StartSegments and StartAllocs are the segments and allocations live
+	// when the recording started, rebuilt from the final state and the
+	// orphan frees.
+	StartSegments, StartAllocs int
+	// OrphanFrees are frees of blocks allocated before the recording started.
+	OrphanFrees int64
+	// PendingFrees are blocks whose free was requested but had not
+	// completed when the snapshot was taken; they stay allocated.
+	PendingFrees int64
+	// Dropped counts entries that contradict the rest of the snapshot (a
+	// block outside every segment, an alloc of a live address, ...) and
+	// were left out, each with a reason in DroppedReasons (the first few).
+	Dropped        int64
+	DroppedReasons []string
+	// Clusters is how many groups of overlapping segments were moved into
+	// the simulated device.
+	Clusters int
+}
+
+// maxReasons is how many reasons for dropped entries Stats keeps.
+const maxReasons = 10
+
+func (s *Stats) drop(format string, args ...any) {
+	s.Dropped++
+	if len(s.DroppedReasons) < maxReasons {
+		s.DroppedReasons = append(s.DroppedReasons, fmt.Sprintf(format, args...))
+	}
+}
+
+// read decodes a snapshot, JSON or pickle, from r. The whole document is
+// read: a snapshot is one tree of values, not a stream.
+func read(r io.Reader) (*snapshot, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	var v any
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("reading the JSON snapshot: %w", err)
+		}
+		v = fromJSON(v)
+	} else {
+		if len(data) == 0 {
+			return nil, errors.New("empty file: not a memory snapshot")
+		}
+		if v, err = decodePickle(data); err != nil {
+			return nil, err
+		}
+	}
+	return parseSnapshot(v)
+}
+
+func fromJSON(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = fromJSON(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = fromJSON(e)
+		}
+	case json.Number:
+		return numberText(x)
+	}
+	return v
+}
+
+// Convert reads a snapshot from r and writes its device trace to w as a
+// bfcsim trace.
+func Convert(r io.Reader, w *trace.Writer, opt Options) (Stats, error) {
+	s, err := read(r)
+	if err != nil {
+		return Stats{}, err
+	}
+	return s.write(w, opt)
+}
+
+// op is one event of the converted trace, before addresses are moved.
+type op struct {
+	kind   trace.Op
+	id     uint64
+	addr   uint64 // recorded address
+	size   uint64
+	stream int64
+	t      float64
+	hasT   bool
+	tag    string
+	name   string
+}
+
+func (s *snapshot) pickDevice(want int) (int, error) {
+	if want >= 0 {
+		if want >= len(s.traces) && !s.hasSegmentsOn(want) {
+			return 0, fmt.Errorf("--device %d: the snapshot has traces for %d devices and no segments on device %d", want, len(s.traces), want)
+		}
+		return want, nil
+	}
+	best, n := 0, -1
+	for d, t := range s.traces {
+		if l, _ := t.([]any); len(l) > n {
+			best, n = d, len(l)
+		}
+	}
+	if n <= 0 {
+		// No trace at all: the device of the first segment, for a start state.
+		for _, seg := range s.segments {
+			return int(seg.device), nil
+		}
+	}
+	return best, nil
+}
+
+func (s *snapshot) hasSegmentsOn(dev int) bool {
+	for _, seg := range s.segments {
+		if seg.device == int64(dev) {
+			return true
+		}
+	}
+	return false
+}
+
+type span struct{ lo, hi uint64 }
+
+// write converts the chosen device's trace.
+func (s *snapshot) write(w *trace.Writer, opt Options) (Stats, error) {
+	dev, err := s.pickDevice(opt.Device)
+	if err != nil {
+		return Stats{}, err
+	}
+	st := Stats{Device: dev}
+	entries, err := s.entries(dev)
+	if err != nil {
+		return st, err
+	}
+
+	// Walk the trace once: what it allocates and frees, and what it frees
+	// without having allocated (orphans, live at its start).
+	type liveBlock struct{ id uint64 }
+	live := map[uint64]liveBlock{}  // recorded address → block allocated in the trace
+	segsMade := map[uint64]uint64{} // address → size of segments the trace created, still held
+	pending := map[uint64]bool{}
+	var nextID uint64 = 1
+	var startBlocks []startBlock
+	var startSegs []segment
+	orphanID := map[int]uint64{} // entry index → id of the start block it frees
+	var segSpans []span
+	for i, e := range entries {
+		switch e.action {
+		case "alloc":
+			if _, dup := live[e.addr]; dup {
+				st.drop("entry %d: alloc of %#x, which is already allocated", i, e.addr)
+				continue
+			}
+			live[e.addr] = liveBlock{}
+		case "free_completed", "free":
+			delete(pending, e.addr)
+			if _, ok := live[e.addr]; ok {
+				delete(live, e.addr)
+				continue
+			}
+			startBlocks = append(startBlocks, startBlock{addr: e.addr, size: e.size, stream: e.stream, entry: i})
+		case "free_requested":
+			pending[e.addr] = true
+		case "segment_alloc", "segment_map":
+			segsMade[e.addr] = e.size
+			segSpans = append(segSpans, span{e.addr, e.addr + e.size})
+		case "segment_free", "segment_unmap":
+			if _, ok := segsMade[e.addr]; ok {
+				delete(segsMade, e.addr)
+				continue
+			}
+			startSegs = append(startSegs, segment{address: e.addr, totalSize: e.size, stream: e.stream})
+			segSpans = append(segSpans, span{e.addr, e.addr + e.size})
+		}
+	}
+	st.PendingFrees = int64(len(pending))
+	for _, seg := range s.segments {
+		if seg.device != int64(dev) {
+			continue
+		}
+		if _, made := segsMade[seg.address]; !made {
+			startSegs = append(startSegs, seg)
+			segSpans = append(segSpans, span{seg.address, seg.address + seg.totalSize})
+		}
+		for _, b := range seg.blocks {
+			if !strings.HasPrefix(b.state, "active") {
+				continue
+			}
+			if _, made := live[b.address]; made {
+				continue
+			}
+			size := b.size
+			if b.requestedSize > 0 && roundSize(b.requestedSize) == b.size {
+				size = b.requestedSize // the request is known, and the block is just its rounding
+			}
+			startBlocks = append(startBlocks, startBlock{addr: b.address, size: size, stream: seg.stream, tag: b.tag, entry: -1})
+		}
+	}
+	slices.SortFunc(startSegs, func(a, b segment) int { return cmp.Compare(a.address, b.address) })
+	slices.SortFunc(startBlocks, func(a, b startBlock) int { return cmp.Compare(a.addr, b.addr) })
+
+	clusters := makeClusters(segSpans)
+	st.Clusters = len(clusters)
+
+	var ops []op
+	ops = append(ops, op{kind: trace.OpMark, name: startStateMark})
+	bi := 0
+	for _, seg := range startSegs {
+		ops = append(ops, op{kind: trace.OpReserve, addr: seg.address, size: seg.totalSize, stream: seg.stream})
+		st.StartSegments++
+		for bi < len(startBlocks) && startBlocks[bi].addr < seg.address {
+			st.drop("block at %#x: allocated before the recording, in no segment", startBlocks[bi].addr)
+			bi++
+		}
+		for ; bi < len(startBlocks) && startBlocks[bi].addr < seg.address+seg.totalSize; bi++ {
+			b := startBlocks[bi]
+			id := nextID
+			nextID++
+			if b.entry >= 0 {
+				orphanID[b.entry] = id
+			}
+			ops = append(ops, op{kind: trace.OpAlloc, id: id, addr: b.addr, size: b.size, stream: seg.stream, tag: b.tag})
+			st.StartAllocs++
+		}
+	}
+	for ; bi < len(startBlocks); bi++ {
+		st.drop("block at %#x: allocated before the recording, in no segment", startBlocks[bi].addr)
+	}
+	ops = append(ops, op{kind: trace.OpMark, name: recordingStartsMark})
+
+	ids := map[uint64]uint64{} // recorded address → id of the block allocated there in the trace
+	for i, e := range entries {
+		o := op{addr: e.addr, size: e.size, stream: e.stream, t: e.timeUS, hasT: e.hasTime, tag: e.tag}
+		switch e.action {
+		case "alloc":
+			if _, dup := ids[e.addr]; dup {
+				continue // dropped in the first walk
+			}
+			o.kind, o.id = trace.OpAlloc, nextID
+			ids[e.addr] = nextID
+			nextID++
+		case "free_completed", "free":
+			if id, ok := ids[e.addr]; ok {
+				delete(ids, e.addr)
+				o.kind, o.id = trace.OpFree, id
+				break
+			}
+			id, ok := orphanID[i]
+			if !ok {
+				continue // its block was dropped
+			}
+			o.kind, o.id = trace.OpFree, id
+			st.OrphanFrees++
+		case "segment_alloc", "segment_map":
+			o.kind = trace.OpReserve
+		case "segment_free", "segment_unmap":
+			o.kind = trace.OpRelease
+		case "snapshot", "oom":
+			o.kind, o.name = trace.OpMark, e.action
+			if e.action == "oom" {
+				o.name = fmt.Sprintf("oom (%d bytes requested)", e.size)
+			}
+		default:
+			continue // free_requested, and actions bfcsim has no use for
+		}
+		ops = append(ops, o)
+	}
+	return st, emit(w, ops, clusters, opt, &st)
+}
+
+type startBlock struct {
+	addr, size uint64
+	stream     int64
+	tag        string
+	entry      int // index of its orphan free, or -1
+}
+
+// The marks around the start state (allocators.StartStateMark and
+// RecordingStartsMark; the trace package does not import allocators).
+const (
+	startStateMark      = "start state"
+	recordingStartsMark = "recording starts"
+)
+
+// emit writes the header and the events, with addresses moved.
+func emit(w *trace.Writer, ops []op, cl clusterList, opt Options, st *Stats) error {
+	h := trace.Header{Version: trace.FormatVersion, Name: opt.Name, Source: "pytorch-snapshot", Meta: map[string]string{}}
+	for _, o := range ops {
+		if o.hasT {
+			h.TimeUnit = "us"
+			break
+		}
+	}
+	var m strings.Builder
+	m.WriteByte('[')
+	for i, c := range cl {
+		if i > 0 {
+			m.WriteByte(',')
+		}
+		fmt.Fprintf(&m, `{"recorded":"%#x","replayed":"%#x","bytes":%d}`, c.lo, c.to, c.hi-c.lo)
+	}
+	m.WriteByte(']')
+	h.Meta["address_map"] = m.String()
+	h.Meta["device"] = fmt.Sprint(st.Device)
+	if err := w.WriteHeader(h); err != nil {
+		return err
+	}
+	var lastT float64
+	for _, o := range ops {
+		ev := trace.Event{Op: o.kind, ID: o.id, Size: o.size, Tag: o.tag, Name: o.name}
+		if o.kind == trace.OpAlloc || o.kind == trace.OpReserve || o.kind == trace.OpRelease {
+			a, ok := cl.move(o.addr)
+			if !ok {
+				if o.kind == trace.OpAlloc {
+					// An allocation in no known segment still happened: keep
+					// it, without a recorded address to compare with.
+					st.drop("alloc of %d bytes at %#x: in no segment the snapshot knows; kept without its address", o.size, o.addr)
+				} else {
+					st.drop("%s at %#x: in no segment the snapshot knows", o.kind, o.addr)
+					continue
+				}
+			} else {
+				ev.Addr = a
+				if o.kind == trace.OpAlloc {
+					ev.Flags |= trace.HasAddr
+				}
+			}
+		}
+		if o.kind == trace.OpAlloc || o.kind == trace.OpReserve {
+			ev.Stream = o.stream
+			ev.Flags |= trace.HasStream
+		}
+		if o.hasT {
+			// A recording's clock may step back (the ring buffer, clock
+			// adjustments); the trace format wants it non-decreasing.
+			ev.T = max(o.t, lastT)
+			lastT = ev.T
+			ev.Flags |= trace.HasT
+		}
+		if err := w.Write(ev); err != nil {
+			return err
+		}
+		st.Events++
+		switch o.kind {
+		case trace.OpAlloc:
+			st.Allocs++
+		case trace.OpFree:
+			st.Frees++
+		}
+	}
+	return w.Flush()
+}
+
+// roundSize is PyTorch's default rounding of a request: to 512 bytes.
+func roundSize(n uint64) uint64 {
+	if n < 512 {
+		return 512
+	}
+	return (n + 511) / 512 * 512
+}
+
+// cluster is a run of addresses where segments overlap at some time, and
+// where it goes in the simulated device.
+type cluster struct {
+	lo, hi uint64 // recorded
+	to     uint64 // replayed address of lo
+}
+
+type clusterList []cluster
+
+// replayBase is where the first cluster goes: the simulated device's base.
+const replayBase = 1 << 40
+
+// clusterAlign keeps each cluster's offset from a 2 MiB boundary, the
+// alignment of CUDA's segments; clusterGap is the most room left between
+// clusters (their recorded gap, if smaller).
+const (
+	clusterAlign = 2 << 20
+	clusterGap   = 2 << 20
+)
+
+func makeClusters(spans []span) clusterList {
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
+	var cl clusterList
+	for _, s := range spans {
+		if s.hi <= s.lo {
+			continue
+		}
+		if k := len(cl); k > 0 && s.lo <= cl[k-1].hi {
+			cl[k-1].hi = max(cl[k-1].hi, s.hi)
+			continue
+		}
+		cl = append(cl, cluster{lo: s.lo, hi: s.hi})
+	}
+	cursor := uint64(replayBase)
+	for i := range cl {
+		c := &cl[i]
+		c.to = (cursor+clusterAlign-1)/clusterAlign*clusterAlign + c.lo%clusterAlign
+		cursor = c.to + (c.hi - c.lo)
+		if i+1 < len(cl) {
+			cursor += min(cl[i+1].lo-c.hi, clusterGap)
+		}
+	}
+	return cl
+}
+
+// move maps a recorded address into the simulated device.
+func (cl clusterList) move(addr uint64) (uint64, bool) {
+	i, _ := slices.BinarySearchFunc(cl, addr, func(c cluster, a uint64) int {
+		if c.hi <= a {
+			return -1
+		}
+		if c.lo > a {
+			return 1
+		}
+		return 0
+	})
+	if i < len(cl) && cl[i].lo <= addr && addr < cl[i].hi {
+		return addr - cl[i].lo + cl[i].to, true
+	}
+	return 0, false
+}

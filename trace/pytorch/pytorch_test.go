@@ -1,0 +1,245 @@
+package pytorch
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bfcsim/bfcsim/trace"
+)
+
+// convertFile converts a fixture and reads the result back as a trace.
+func convertFile(t *testing.T, name string, opt Options) (Stats, []trace.Event, trace.Header, []byte) {
+	t.Helper()
+	f, err := os.Open("testdata/" + name)
+	require.NoError(t, err)
+	defer f.Close()
+	var buf bytes.Buffer
+	st, err := Convert(f, trace.NewWriter(&buf), opt)
+	require.NoError(t, err, name)
+	r, err := trace.NewReader(bytes.NewReader(buf.Bytes()), name)
+	require.NoError(t, err)
+	var evs []trace.Event
+	for r.Next() {
+		evs = append(evs, r.Event())
+	}
+	require.NoError(t, r.Err(), "%s converts to a valid trace", name)
+	return st, evs, r.Header(), buf.Bytes()
+}
+
+// The fixtures (made by testdata/make_snapshots.py) convert to valid traces
+// that open with the start state between its two marks.
+func TestConvertFixtures(t *testing.T) {
+	for _, tc := range []struct {
+		file                   string
+		orphans, pending       int64
+		segmentFrees, clusters int
+	}{
+		{"small-large.pickle", 26, 0, 0, 1},
+		{"streams.pickle", 50, 0, 0, 1},
+		{"proto5-bigints.pickle", 41, 3, 8, 1},
+	} {
+		st, evs, h, _ := convertFile(t, tc.file, Options{Device: -1, Name: "x"})
+		assert.Equal(t, "pytorch-snapshot", h.Source)
+		assert.Equal(t, "us", h.TimeUnit)
+		assert.Contains(t, h.Meta["address_map"], `"recorded":"0x7f2a00000000"`)
+		assert.Equal(t, 0, st.Device)
+		assert.EqualValues(t, tc.orphans, st.OrphanFrees, tc.file)
+		assert.EqualValues(t, tc.pending, st.PendingFrees, tc.file)
+		assert.Equal(t, tc.clusters, st.Clusters, tc.file)
+		assert.Zero(t, st.Dropped, "%s: %v", tc.file, st.DroppedReasons)
+		assert.EqualValues(t, len(evs), st.Events)
+
+		require.Equal(t, trace.OpMark, evs[0].Op)
+		assert.Equal(t, startStateMark, evs[0].Name)
+		var starts, releases int
+		var sawStart bool
+		for _, ev := range evs[1:] {
+			if ev.Op == trace.OpMark && ev.Name == recordingStartsMark {
+				sawStart = true
+				continue
+			}
+			if !sawStart {
+				assert.Contains(t, []trace.Op{trace.OpReserve, trace.OpAlloc}, ev.Op, "the start state holds segments and allocations")
+				assert.Zero(t, ev.Flags&trace.HasT, "the start state has no time")
+				if ev.Op == trace.OpReserve {
+					starts++
+				}
+			}
+			if ev.Op == trace.OpRelease {
+				releases++
+			}
+			if ev.Op == trace.OpAlloc {
+				assert.NotZero(t, ev.Flags&trace.HasAddr, "every alloc carries its recorded address")
+				assert.GreaterOrEqual(t, ev.Addr, uint64(1<<40), "moved into the simulated device")
+			}
+		}
+		assert.True(t, sawStart)
+		assert.Equal(t, st.StartSegments, starts)
+		assert.Equal(t, tc.segmentFrees, releases, tc.file)
+	}
+}
+
+// The same snapshot as JSON and as a pickle converts to the same trace.
+func TestJSONAndPickleAgree(t *testing.T) {
+	_, _, _, p := convertFile(t, "small-large.pickle", Options{Device: -1})
+	_, _, _, j := convertFile(t, "small-large.json", Options{Device: -1})
+	assert.Equal(t, string(p), string(j))
+}
+
+func TestTagsFromFrames(t *testing.T) {
+	_, evs, _, _ := convertFile(t, "streams.pickle", Options{Device: -1})
+	tags := map[string]bool{}
+	streams := map[int64]bool{}
+	for _, ev := range evs {
+		if ev.Op == trace.OpAlloc {
+			tags[ev.Tag] = true
+			streams[ev.Stream] = true
+		}
+	}
+	assert.True(t, tags["layer2.forward (model.py:42)"], "the innermost Python frame names the allocation: %v", tags)
+	assert.Equal(t, map[int64]bool{0: true, 94_531_122_454_400: true}, streams)
+}
+
+func TestSegmentsOnly(t *testing.T) {
+	st, evs, h, _ := convertFile(t, "segments-only.pickle", Options{Device: -1})
+	assert.Empty(t, h.TimeUnit)
+	assert.Positive(t, st.StartSegments)
+	assert.Equal(t, st.StartAllocs, int(st.Allocs))
+	assert.Equal(t, recordingStartsMark, evs[len(evs)-1].Name, "only a start state")
+}
+
+// Numbers that do not fit: on the device imported, a clear error; on
+// another device, no matter.
+func TestBigInts(t *testing.T) {
+	f, err := os.Open("testdata/proto5-bigints.pickle")
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = Convert(f, trace.NewWriter(&bytes.Buffer{}), Options{Device: 1})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "device_traces[1][0]: size is 1180591620717411303424, which does not fit in 64 bits")
+}
+
+func TestRefusesCode(t *testing.T) {
+	f, err := os.Open("testdata/global.pickle")
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = Convert(f, trace.NewWriter(&bytes.Buffer{}), Options{Device: -1})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "opcode GLOBAL at byte")
+
+	for name, p := range map[string]string{
+		// protocol 2: PROTO 2, MARK, ... each ends with STOP
+		"REDUCE":       "\x80\x02)R.",
+		"BUILD":        "\x80\x02}}b.",
+		"STACK_GLOBAL": "\x80\x04\x8c\x02os\x8c\x06system\x93.",
+		"INST":         "(ios\nsystem\n.",
+		"NEWOBJ":       "\x80\x02))\x81.",
+		"BINPERSID":    "\x80\x02K\x01Q.",
+	} {
+		_, err := decodePickle([]byte(p))
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), "opcode "+name, name)
+	}
+	for name, p := range map[string]string{
+		"empty":     "",
+		"no stop":   "\x80\x02}",
+		"truncated": "\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00\x8c\xff",
+		"unknown":   "\x80\x02\xff.",
+	} {
+		_, err := decodePickle([]byte(p))
+		assert.Error(t, err, name)
+	}
+}
+
+// A hand-written snapshot: what was live before the recording comes first,
+// at its recorded place, then the recording.
+func TestStartStateByHand(t *testing.T) {
+	const snap = `{
+	  "segments": [
+	    {"device": 0, "address": 8388608, "total_size": 2097152, "stream": 0, "blocks": [
+	      {"size": 1024, "requested_size": 1000, "state": "active_allocated"},
+	      {"size": 512, "requested_size": 0, "state": "inactive"},
+	      {"size": 2095616, "requested_size": 0, "state": "inactive"}]}],
+	  "device_traces": [[
+	    {"action": "free_requested", "addr": 8389632, "size": 300, "stream": 0, "time_us": 5},
+	    {"action": "free_completed", "addr": 8389632, "size": 300, "stream": 0, "time_us": 6},
+	    {"action": "alloc", "addr": 8389632, "size": 100, "stream": 0, "time_us": 4,
+	     "frames": [{"filename": "x.cpp", "line": 1, "name": "f"}]},
+	    {"action": "free_completed", "addr": 8389632, "size": 100, "stream": 0, "time_us": 9},
+	    {"action": "snapshot", "addr": 0, "size": 0, "stream": 0, "time_us": 10}]]}`
+	var buf bytes.Buffer
+	st, err := Convert(strings.NewReader(snap), trace.NewWriter(&buf), Options{Device: -1, Name: "hand"})
+	require.NoError(t, err)
+	want := `{"bfcsim_trace":1,"name":"hand","source":"pytorch-snapshot","time_unit":"us","address_map":[{"recorded":"0x800000","replayed":"0x10000000000","bytes":2097152}],"device":0}
+{"op":"mark","name":"start state"}
+{"op":"reserve","addr":1099511627776,"size":2097152,"stream":0}
+{"op":"alloc","id":1,"size":1000,"stream":0,"addr":1099511627776}
+{"op":"alloc","id":2,"size":300,"stream":0,"addr":1099511628800}
+{"op":"mark","name":"recording starts"}
+{"op":"free","id":2,"t":6}
+{"op":"alloc","id":3,"size":100,"t":6,"stream":0,"tag":"f (x.cpp:1)","addr":1099511628800}
+{"op":"free","id":3,"t":9}
+{"op":"mark","t":10,"name":"snapshot"}
+`
+	assert.Equal(t, want, buf.String(), "the clock that stepped back (4 after 6) is held at 6")
+	assert.EqualValues(t, 1, st.OrphanFrees)
+	assert.Equal(t, 2, st.StartAllocs)
+}
+
+func TestDeviceChoice(t *testing.T) {
+	const snap = `{"segments": [], "device_traces": [[], [{"action": "segment_alloc", "addr": 4194304, "size": 2097152, "stream": 0}]]}`
+	st, err := Convert(strings.NewReader(snap), trace.NewWriter(&bytes.Buffer{}), Options{Device: -1})
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.Device, "the device with the most entries")
+	_, err = Convert(strings.NewReader(snap), trace.NewWriter(&bytes.Buffer{}), Options{Device: 5})
+	assert.ErrorContains(t, err, "--device 5")
+	_, err = Convert(strings.NewReader(`{"blocks": []}`), trace.NewWriter(&bytes.Buffer{}), Options{Device: -1})
+	assert.ErrorContains(t, err, "not a memory snapshot")
+	_, err = Convert(strings.NewReader(`[1, 2]`), trace.NewWriter(&bytes.Buffer{}), Options{Device: -1})
+	assert.ErrorContains(t, err, "not a memory snapshot")
+}
+
+func TestClusters(t *testing.T) {
+	cl := makeClusters([]span{{100 << 20, 102 << 20}, {101 << 20, 104 << 20}, {1 << 40, 1<<40 + 2<<20}, {200<<20 + 512, 201 << 20}})
+	require.Len(t, cl, 3)
+	a, ok := cl.move(100 << 20)
+	require.True(t, ok)
+	assert.EqualValues(t, 1<<40, a)
+	b, _ := cl.move(103 << 20)
+	assert.EqualValues(t, 1<<40+3<<20, b, "offsets inside a cluster are kept")
+	c, _ := cl.move(200<<20 + 512)
+	assert.EqualValues(t, 512, c%(2<<20), "the offset from a 2 MiB boundary is kept")
+	assert.Greater(t, c, b)
+	assert.LessOrEqual(t, c-(1<<40+4<<20), uint64(4<<20), "gaps shrink to at most 2 MiB (plus alignment)")
+	_, ok = cl.move(50 << 20)
+	assert.False(t, ok)
+}
+
+// FuzzConvert: no input makes the importer panic, and whatever it accepts
+// is a valid trace.
+func FuzzConvert(f *testing.F) {
+	for _, name := range []string{"streams.pickle", "global.pickle", "segments-only.pickle"} {
+		data, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"segments":[{"address":1,"total_size":5,"blocks":[{"size":9,"state":"active"}]}],"device_traces":[[{"action":"free","addr":3}]]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var buf bytes.Buffer
+		if _, err := Convert(bytes.NewReader(data), trace.NewWriter(&buf), Options{Device: -1}); err != nil {
+			return
+		}
+		r, err := trace.NewReader(bytes.NewReader(buf.Bytes()), "fuzz")
+		require.NoError(t, err)
+		for r.Next() {
+		}
+		require.NoError(t, r.Err(), "%s", buf.String())
+	})
+}
