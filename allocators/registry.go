@@ -50,6 +50,18 @@ func Factories() []Factory {
 				return NewNaive(sp), map[string]any{}, nil
 			},
 		},
+		{
+			Name:    "pytorch",
+			Summary: "PyTorch's CUDA caching allocator: small/large pools, stream-aware best fit, segment sizing, OOM ladder",
+			Options: pytorchOptions,
+			New:     newPyTorchFromOptions,
+		},
+		{
+			Name:    "planner",
+			Summary: "offline greedy-by-size placement of the whole trace, the near-optimal reference (reads the trace twice)",
+			Options: plannerOptions,
+			New:     newGreedyBySizeFromOptions,
+		},
 	}
 }
 

@@ -215,6 +215,12 @@ var htmlMetrics = slices.Concat([]htmlMetric{
 		value: func(r *Result) (string, string, float64, bool) { return byteCell(r.PeakInUseBytes) }},
 	{label: "Peak reserved", key: "peak_reserved_bytes", better: -1,
 		value: func(r *Result) (string, string, float64, bool) { return byteCell(r.PeakReservedBytes) }},
+	{label: "Peak reserved ÷ lower bound", key: "footprint_vs_lower_bound", better: -1,
+		value: func(r *Result) (string, string, float64, bool) {
+			x := r.FootprintVsLowerBound
+			return Times(x), "peak reserved over the trace's peak live bytes: " + strconv.FormatFloat(x, 'g', 6, 64),
+				x, x > 0
+		}},
 	{label: "Final reserved", key: "final_reserved_bytes", better: -1,
 		value: func(r *Result) (string, string, float64, bool) { return byteCell(r.FinalReservedBytes) }},
 	{label: "Internal waste at peak", key: "internal_waste_at_peak_bytes", better: -1,

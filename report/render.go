@@ -41,28 +41,40 @@ func WriteJSON(w io.Writer, rep Report) error {
 type column struct {
 	head  string
 	value func(*Result) string
+	// md is the Markdown heading, when it is not head in lower case.
+	md string
 }
 
 var columns = []column{
-	{"ALLOCATOR", func(r *Result) string { return r.Allocator }},
-	{"PEAK RESERVED", func(r *Result) string { return Bytes(r.PeakReservedBytes) }},
-	{"PEAK IN USE", func(r *Result) string { return Bytes(r.PeakInUseBytes) }},
-	{"FRAG", func(r *Result) string { return Percent(r.Fragmentation) }},
-	{"WASTE@PEAK", func(r *Result) string { return Bytes(r.InternalWasteAtPeakBytes) }},
-	{"TF FRAG MAX", func(r *Result) string { return Percent(r.TFFragmentation.Max) }},
-	{"FAILED", func(r *Result) string { return strconv.FormatInt(r.FailedAllocs, 10) }},
+	{"ALLOCATOR", func(r *Result) string { return r.Allocator }, ""},
+	{"PEAK RESERVED", func(r *Result) string { return Bytes(r.PeakReservedBytes) }, ""},
+	{"×LB", func(r *Result) string { return Times(r.FootprintVsLowerBound) }, "×LB"},
+	{"PEAK IN USE", func(r *Result) string { return Bytes(r.PeakInUseBytes) }, ""},
+	{"FRAG", func(r *Result) string { return Percent(r.Fragmentation) }, ""},
+	{"WASTE@PEAK", func(r *Result) string { return Bytes(r.InternalWasteAtPeakBytes) }, ""},
+	{"TF FRAG MAX", func(r *Result) string { return Percent(r.TFFragmentation.Max) }, ""},
+	{"FAILED", func(r *Result) string { return strconv.FormatInt(r.FailedAllocs, 10) }, ""},
 	{"DEVICE CALLS", func(r *Result) string {
 		return strconv.FormatInt(r.DeviceReserveCalls+r.DeviceReleaseCalls, 10)
-	}},
-	{"DEVICE TIME", func(r *Result) string { return Seconds(r.ModeledDeviceSeconds) }},
-	{"ALLOC P50", func(r *Result) string { return Nanos(float64(r.LatencyNs.Alloc.P50)) }},
-	{"ALLOC P99", func(r *Result) string { return Nanos(float64(r.LatencyNs.Alloc.P99)) }},
-	{"EVENTS/S", func(r *Result) string { return Rate(r.EventsPerSecond) }},
+	}, ""},
+	{"DEVICE TIME", func(r *Result) string { return Seconds(r.ModeledDeviceSeconds) }, ""},
+	{"ALLOC P50", func(r *Result) string { return Nanos(float64(r.LatencyNs.Alloc.P50)) }, ""},
+	{"ALLOC P99", func(r *Result) string { return Nanos(float64(r.LatencyNs.Alloc.P99)) }, ""},
+	{"EVENTS/S", func(r *Result) string { return Rate(r.EventsPerSecond) }, ""},
+}
+
+// Times formats a footprint over the lower bound, "1.78×"; "-" for 0, a
+// trace with nothing live.
+func Times(x float64) string {
+	if x == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", x)
 }
 
 // traceSummary is the one-line description of a trace above its table.
 func traceSummary(tr *Trace) string {
-	s := fmt.Sprintf("%s (%s, %s, %s), peak live %s, %s on a %s %s device",
+	s := fmt.Sprintf("%s (%s, %s, %s), peak live %s (the lower bound, LB), %s on a %s %s device",
 		plural(tr.Events, "event"), plural(tr.Allocs, "alloc"), plural(tr.Frees, "free"), plural(tr.Steps, "step"),
 		Bytes(tr.PeakLiveBytes), Bytes(tr.TotalAllocBytes)+" allocated in total",
 		Bytes(tr.CapacityBytes), tr.Space)
@@ -174,7 +186,11 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 		fmt.Fprintf(b, "%s: %s.\n\n", mdCode(tr.Path), mdEscape(traceSummary(tr)))
 		b.WriteString("|")
 		for _, col := range columns {
-			fmt.Fprintf(b, " %s |", strings.ToLower(col.head[:1])+strings.ToLower(col.head[1:]))
+			head := col.md
+			if head == "" {
+				head = strings.ToLower(col.head)
+			}
+			fmt.Fprintf(b, " %s |", head)
 		}
 		b.WriteString("\n|")
 		for c := range columns {
@@ -285,7 +301,7 @@ func formatKV[V any](m map[string]V) string {
 var csvHeader = []string{
 	"trace", "path", "allocator", "events", "ok_allocs", "failed_allocs", "first_oom_event",
 	"peak_live_bytes", "peak_in_use_bytes", "peak_reserved_bytes", "final_reserved_bytes",
-	"fragmentation", "utilization", "internal_waste_at_peak_bytes",
+	"fragmentation", "utilization", "footprint_vs_lower_bound", "internal_waste_at_peak_bytes",
 	"tf_fragmentation_max", "tf_fragmentation_mean",
 	"device_reserve_calls", "device_release_calls", "modeled_device_seconds",
 	"alloc_p50_ns", "alloc_p90_ns", "alloc_p99_ns", "alloc_p999_ns", "alloc_max_ns", "alloc_mean_ns",
@@ -314,7 +330,7 @@ func WriteCSV(w io.Writer, rep Report) error {
 			row := []string{
 				tr.Name, tr.Path, r.Allocator, i(r.Events), i(r.OKAllocs), i(r.FailedAllocs), oom,
 				u(r.PeakLiveBytes), u(r.PeakInUseBytes), u(r.PeakReservedBytes), u(r.FinalReservedBytes),
-				f(r.Fragmentation), f(r.Utilization), u(r.InternalWasteAtPeakBytes),
+				f(r.Fragmentation), f(r.Utilization), f(r.FootprintVsLowerBound), u(r.InternalWasteAtPeakBytes),
 				f(r.TFFragmentation.Max), f(r.TFFragmentation.Mean),
 				i(r.DeviceReserveCalls), i(r.DeviceReleaseCalls), f(r.ModeledDeviceSeconds),
 				i(a.P50), i(a.P90), i(a.P99), i(a.P999), i(a.Max), f(a.Mean),

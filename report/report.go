@@ -20,13 +20,17 @@ type Report struct {
 
 // Trace is one replayed trace and the results of each allocator on it.
 type Trace struct {
-	Name            string   `json:"name"`
-	Path            string   `json:"path"`
-	Events          int64    `json:"events"`
-	Allocs          int64    `json:"allocs"`
-	Frees           int64    `json:"frees"`
-	Steps           int64    `json:"steps"`
-	PeakLiveBytes   uint64   `json:"peak_live_bytes"`
+	Name          string `json:"name"`
+	Path          string `json:"path"`
+	Events        int64  `json:"events"`
+	Allocs        int64  `json:"allocs"`
+	Frees         int64  `json:"frees"`
+	Steps         int64  `json:"steps"`
+	PeakLiveBytes uint64 `json:"peak_live_bytes"`
+	// LowerBoundBytes is the lower bound on any allocator's footprint for
+	// this trace: no allocator can hold less than the most bytes live at
+	// once, so it equals PeakLiveBytes.
+	LowerBoundBytes uint64   `json:"lower_bound_bytes"`
 	TotalAllocBytes uint64   `json:"total_alloc_bytes"`
 	CapacityBytes   uint64   `json:"capacity_bytes"`
 	Space           string   `json:"space"`
@@ -48,14 +52,18 @@ type Header struct {
 
 // Result is one allocator's metrics on one trace; SPEC §5 defines them.
 type Result struct {
-	Allocator                string           `json:"allocator"`
-	Options                  map[string]any   `json:"options"`
-	OKAllocs                 int64            `json:"ok_allocs"`
-	FailedAllocs             int64            `json:"failed_allocs"`
-	FirstOOMEvent            *int64           `json:"first_oom_event"`
-	FirstOOMLine             *int64           `json:"first_oom_line,omitempty"`
-	Stopped                  bool             `json:"stopped_at_oom,omitempty"`
-	PeakReservedBytes        uint64           `json:"peak_reserved_bytes"`
+	Allocator         string         `json:"allocator"`
+	Options           map[string]any `json:"options"`
+	OKAllocs          int64          `json:"ok_allocs"`
+	FailedAllocs      int64          `json:"failed_allocs"`
+	FirstOOMEvent     *int64         `json:"first_oom_event"`
+	FirstOOMLine      *int64         `json:"first_oom_line,omitempty"`
+	Stopped           bool           `json:"stopped_at_oom,omitempty"`
+	PeakReservedBytes uint64         `json:"peak_reserved_bytes"`
+	// FootprintVsLowerBound is PeakReservedBytes over the trace's lower
+	// bound (its peak live bytes): 1 is the best any allocator can do. It
+	// is 0 when nothing was ever live.
+	FootprintVsLowerBound    float64          `json:"footprint_vs_lower_bound"`
 	PeakInUseBytes           uint64           `json:"peak_in_use_bytes"`
 	PeakLiveBytes            uint64           `json:"peak_live_bytes"`
 	FinalReservedBytes       uint64           `json:"final_reserved_bytes"`
@@ -205,7 +213,7 @@ func Build(runs []TraceRun) Report {
 		tr := Trace{
 			Name: run.Name, Path: run.Path,
 			Events: s.Events, Allocs: s.Allocs, Frees: s.Frees, Steps: s.Steps,
-			PeakLiveBytes: s.PeakLiveBytes, TotalAllocBytes: s.TotalAllocBytes,
+			PeakLiveBytes: s.PeakLiveBytes, LowerBoundBytes: s.PeakLiveBytes, TotalAllocBytes: s.TotalAllocBytes,
 			CapacityBytes: run.CapacityBytes, Space: run.Space,
 			SkippedEvents: s.Skipped,
 			Results:       make([]Result, 0, len(run.Results)),
@@ -223,14 +231,16 @@ func Build(runs []TraceRun) Report {
 			}
 		}
 		for i := range run.Results {
-			tr.Results = append(tr.Results, buildResult(&run.Results[i]))
+			tr.Results = append(tr.Results, buildResult(&run.Results[i], tr.LowerBoundBytes))
 		}
 		rep.Traces = append(rep.Traces, tr)
 	}
 	return rep
 }
 
-func buildResult(r *sim.Result) Result {
+// buildResult makes one allocator's result; lowerBound is the trace's lower
+// bound on any footprint, its peak live bytes.
+func buildResult(r *sim.Result, lowerBound uint64) Result {
 	out := Result{
 		Allocator:                r.Allocator,
 		Options:                  r.Options,
@@ -255,6 +265,9 @@ func buildResult(r *sim.Result) Result {
 		Events:                   r.Events,
 		AllocatorStats:           r.AllocatorStats,
 		SpaceOptions:             r.SpaceOptions,
+	}
+	if lowerBound > 0 {
+		out.FootprintVsLowerBound = float64(r.PeakReservedBytes) / float64(lowerBound)
 	}
 	if out.Options == nil {
 		out.Options = map[string]any{}

@@ -53,6 +53,8 @@ func BenchmarkReplay(b *testing.B) {
 				cfg := Config{
 					Allocators: []AllocatorSpec{{Name: name}},
 					Space:      allocators.SpaceConfig{Kind: "virtual", Capacity: DefaultCapacity},
+					// The planner reads the trace once more, to plan.
+					Reread: func() (Source, error) { return &sliceSource{events: evs}, nil },
 				}
 				b.ReportAllocs()
 				for b.Loop() {

@@ -166,4 +166,12 @@ var fuzzOptions = map[string][]allocators.Options{
 	"arena":   {nil, {"size": "8MiB"}, {"reset": "step", "chunk": "4KiB"}},
 	"aligned": {nil, {"base": "bfc"}, {"base": "arena", "line": "64"}},
 	"naive":   {nil},
+	"pytorch": {
+		nil,
+		{"max_split_size_mb": "21", "max_non_split_rounding_mb": "64"},
+		{"memory_fraction": "0.5", "garbage_collection_threshold": "0.3"},
+		{"roundup_power2_divisions": "4"},
+		{"expandable_segments": "true"},
+		{"expandable_segments": "true", "memory_fraction": "0.7", "segments": "model"},
+	},
 }

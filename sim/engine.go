@@ -55,13 +55,22 @@ type Config struct {
 	// Record, if set, asks for the series plots are drawn from (see
 	// RecordConfig), in Result.Timeline, Memmap and Layout.
 	Record *RecordConfig
+	// Reread opens the trace again from the start, for allocators that plan
+	// offline (allocators.Planner): Replay reads it once through Reread to
+	// gather every allocation's lifetime before replaying src. It must give
+	// the same events as src. What it opens stays the caller's to close. A
+	// planner configured without Reread (a trace on standard input) is an
+	// error.
+	Reread func() (Source, error)
 }
 
 // Replay drives every event of src through each configured allocator and
-// returns one Result per allocator, in configuration order. It returns an
-// error for a bad configuration, an invalid trace (src.Err), a violated
-// invariant, a failing events writer, or a cancelled context; the results are
-// then nil.
+// returns one Result per allocator, in configuration order. An allocator
+// that plans offline (allocators.Planner) first gets every allocation of the
+// trace, read once more through cfg.Reread (see prepass.go). It returns an
+// error for a bad configuration (a planner without Reread among them), an
+// invalid trace (src.Err), a violated invariant, a failing events writer, or
+// a cancelled context; the results are then nil.
 func Replay(ctx context.Context, src Source, cfg Config) ([]Result, error) {
 	if len(cfg.Allocators) == 0 {
 		return nil, errors.New("no allocators to replay")
@@ -90,6 +99,9 @@ func Replay(ctx context.Context, src Source, cfg Config) ([]Result, error) {
 		}
 		r.spaceOptions = spaceEff
 		runners = append(runners, r)
+	}
+	if err := planOffline(ctx, runners, cfg.Reread); err != nil {
+		return nil, err
 	}
 
 	ctx, cancel := context.WithCancelCause(ctx)

@@ -38,7 +38,7 @@ func TestReplayTable(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.GreaterOrEqual(t, len(lines), 6)
 	assert.True(t, strings.HasPrefix(lines[0], "transformer-train: 7,545 events"), lines[0])
-	assert.Regexp(t, `^ALLOCATOR\s+PEAK RESERVED\s+PEAK IN USE\s+FRAG`, lines[1])
+	assert.Regexp(t, `^ALLOCATOR\s+PEAK RESERVED\s+×LB\s+PEAK IN USE\s+FRAG`, lines[1])
 	for i, name := range []string{"bfc", "arena", "aligned", "naive"} {
 		assert.Regexp(t, "^"+name+`\s+\d+\.\d\d [KMGT]iB\s`, lines[2+i])
 	}
@@ -289,7 +289,7 @@ func TestReplayUsageErrors(t *testing.T) {
 	}{
 		{[]string{"replay"}, "replay needs at least one trace file, or - for standard input"},
 		{[]string{"replay", "--bogus", "x"}, "unknown flag: --bogus (see 'bfcsim replay --help')"},
-		{[]string{"replay", "-a", "tlsf", "x"}, `unknown allocator "tlsf" (want one of bfc, arena, aligned, naive)`},
+		{[]string{"replay", "-a", "tlsf", "x"}, `unknown allocator "tlsf" (want one of bfc, arena, aligned, naive`},
 		{[]string{"replay", "-a", "bfc,naive,bfc", "x"}, "-a lists bfc twice"},
 		{[]string{"replay", "-f", "yaml", "x"}, `unknown format "yaml" (want one of table, json, markdown, csv)`},
 		{[]string{"replay", "--set", "bfc.allow_growth", "x"}, `want NAME.KEY=VALUE`},

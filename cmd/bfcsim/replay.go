@@ -259,6 +259,23 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 		PeakSnapshots: o.out != "",
 		Record:        o.record,
 	}
+	// The planner reads the trace twice; a pipe cannot be read again.
+	if path != "-" && t.size >= 0 {
+		var reopened []*openedTrace
+		defer func() {
+			for _, r := range reopened {
+				r.Close()
+			}
+		}()
+		cfg.Reread = func() (sim.Source, error) {
+			r, err := openTrace(e, path, readerOpts...)
+			if err != nil {
+				return nil, err
+			}
+			reopened = append(reopened, r)
+			return r, nil
+		}
+	}
 	var events *eventsSink
 	if o.eventsOut != "" {
 		if events, err = newEventsSink(o.eventsOut); err != nil {
