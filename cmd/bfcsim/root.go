@@ -38,6 +38,7 @@ CI verdict.
   bfcsim compare t.jsonl --baseline b.json   exit 1 on a memory regression
   bfcsim plot t.jsonl --kind memmap -o m.png draw one plot (PNG or SVG)
   bfcsim gen transformer-train -o t.jsonl    make a synthetic trace
+  bfcsim import mtrace log -o t.jsonl        convert a glibc mtrace or malloc-lab trace
   bfcsim validate trace.jsonl                check a trace and summarise it
   bfcsim inspect oom.log                     explain a TensorFlow BFC dump or OOM log
 
@@ -57,6 +58,8 @@ Exit codes: 0 success, 1 a comparison failed, 2 bad usage or bad input.`,
 		newGenCmd(e),
 		newInspectCmd(e),
 		newPlotCmd(e),
+		newImportCmd(e),
+		newRecordCmd(e),
 		newVersionCmd(),
 	)
 	return root

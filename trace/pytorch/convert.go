@@ -33,6 +33,15 @@ type Stats struct {
 	StartSegments, StartAllocs int
 	// OrphanFrees are frees of blocks allocated before the recording started.
 	OrphanFrees int64
+	// SizesUnknown counts blocks allocated before the recording and freed
+	// during it: the snapshot gives only their requested size, so the
+	// bytes PyTorch may have added to one (up to 1 MiB it did not split
+	// off) are unknown. SizesInferred counts those whose addition the
+	// start state itself proves (the room up to the next block is too small
+	// to be a free block of their pool): their block is given that room.
+	SizesUnknown, SizesInferred int
+	// PeakLiveBytes is the most bytes the trace holds allocated at once.
+	PeakLiveBytes uint64
 	// PendingFrees are blocks whose free was requested but had not
 	// completed when the snapshot was taken; they stay allocated.
 	PendingFrees int64
@@ -251,6 +260,16 @@ func (s *snapshot) write(w *trace.Writer, opt Options) (Stats, error) {
 			nextID++
 			if b.entry >= 0 {
 				orphanID[b.entry] = id
+				next := seg.address + seg.totalSize
+				if bi+1 < len(startBlocks) && startBlocks[bi+1].addr < next {
+					next = startBlocks[bi+1].addr
+				}
+				if size, proven := blockSize(b, next, seg.totalSize == smallBuffer); proven {
+					b.size = size
+					st.SizesInferred++
+				} else {
+					st.SizesUnknown++
+				}
 			}
 			ops = append(ops, op{kind: trace.OpAlloc, id: id, addr: b.addr, size: b.size, stream: seg.stream, tag: b.tag})
 			st.StartAllocs++
@@ -339,6 +358,8 @@ func emit(w *trace.Writer, ops []op, cl clusterList, opt Options, st *Stats) err
 		return err
 	}
 	var lastT float64
+	var live uint64
+	sizes := map[uint64]uint64{} // id → size
 	for _, o := range ops {
 		ev := trace.Event{Op: o.kind, ID: o.id, Size: o.size, Tag: o.tag, Name: o.name}
 		if o.kind == trace.OpAlloc || o.kind == trace.OpReserve || o.kind == trace.OpRelease {
@@ -377,11 +398,43 @@ func emit(w *trace.Writer, ops []op, cl clusterList, opt Options, st *Stats) err
 		switch o.kind {
 		case trace.OpAlloc:
 			st.Allocs++
+			sizes[o.id] = o.size
+			live += o.size
+			st.PeakLiveBytes = max(st.PeakLiveBytes, live)
 		case trace.OpFree:
 			st.Frees++
+			live -= sizes[o.id]
+			delete(sizes, o.id)
 		}
 	}
 	return w.Flush()
+}
+
+// PyTorch's pools: a segment of exactly kSmallBuffer serves the small pool.
+// Every block of the large pool is larger than kSmallSize (requests above
+// it, and remainders split off only when larger), and every block of the
+// small pool at least kMinBlockSize.
+const (
+	smallBuffer  = 2 << 20
+	smallSize    = 1 << 20
+	minBlockSize = 512
+)
+
+// blockSize says what block an allocation made before the recording, and
+// known only by its requested size, must have had: if the room between its
+// rounded size and the next block (or the segment's end) is too small to be
+// a free block of its pool, PyTorch did not split it off, and the block
+// holds it.
+func blockSize(b startBlock, next uint64, small bool) (uint64, bool) {
+	end := b.addr + roundSize(b.size)
+	if next <= end {
+		return b.size, false
+	}
+	room := next - end
+	if small && room < minBlockSize || !small && room <= smallSize {
+		return roundSize(b.size) + room, true
+	}
+	return b.size, false
 }
 
 // roundSize is PyTorch's default rounding of a request: to 512 bytes.

@@ -1,0 +1,394 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bfcsim/bfcsim/report"
+	"github.com/bfcsim/bfcsim/trace"
+	"github.com/bfcsim/bfcsim/trace/malloclab"
+	"github.com/bfcsim/bfcsim/trace/mtrace"
+	"github.com/bfcsim/bfcsim/trace/pytorch"
+)
+
+// importFormat is one input format of `bfcsim import`. Adding a format is
+// adding an entry to importFormats: a converter from the input to a
+// trace.Writer, and the names of the format-specific flags it reads.
+type importFormat struct {
+	name string // the FORMAT argument
+	help string // one line for --help
+	// flags names the format-specific flags (importFlags) this format
+	// reads; giving one that it does not read is a usage error.
+	flags []string
+	// convert reads in and writes the whole trace to w, header first, and
+	// flushes w. The output file is kept only if convert returns nil.
+	// Errors in the input should name in.file: a *trace.SyntaxError
+	// ("file:line: reason") where there are lines.
+	convert func(in importInput, w *trace.Writer, o *importOptions) (importResult, error)
+}
+
+// importFormats is the table of formats, sorted by name.
+var importFormats = []importFormat{
+	{
+		name:    "malloclab",
+		help:    "a CMU malloc-lab trace file (.rep): a ID BYTES, r ID BYTES, f ID",
+		convert: importMalloclab,
+	},
+	{
+		name:    "mtrace",
+		help:    "a glibc mtrace log (MALLOC_TRACE; see docs/recording.md, or use bfcsim record)",
+		flags:   []string{"no-addr"},
+		convert: importMtrace,
+	},
+	{
+		name:    "pytorch",
+		help:    "a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot), pickle or JSON",
+		flags:   []string{"device"},
+		convert: importPytorch,
+	},
+}
+
+// importFlags are the format-specific flags, with the formats' names in
+// their help. A flag that no format in importFormats reads is hidden.
+var importFlags = []string{"no-addr", "device"}
+
+// importInput is what a converter reads.
+type importInput struct {
+	// r is the input, decompressed if it was gzip or zstd. Its reads fail
+	// with the context's error once the command is interrupted.
+	r    io.Reader
+	path string // as given: a file path, or "-" for standard input
+	file string // the input's name in messages: path, or "stdin"
+	name string // the trace's name for its header (--name, or from path)
+}
+
+// importOptions are the flags of `bfcsim import`.
+type importOptions struct {
+	out         string
+	name        string
+	skipInvalid bool
+	noAddr      bool // mtrace
+	device      int  // pytorch; -1 picks the device with the most entries
+}
+
+// importResult is what a conversion reports for the summary line.
+type importResult struct {
+	events, allocs, frees int64
+	peakLiveBytes         uint64
+	// notes are format-specific counts worth a mention in the summary line
+	// ("12 frees of addresses allocated before tracing dropped").
+	notes []string
+	// warnings are printed one per line, "bfcsim: warning: ...".
+	warnings []string
+}
+
+func importFormatNames() []string {
+	names := make([]string, len(importFormats))
+	for i, f := range importFormats {
+		names[i] = f.name
+	}
+	return names
+}
+
+func findImportFormat(name string) (importFormat, error) {
+	for _, f := range importFormats {
+		if f.name == name {
+			return f, nil
+		}
+	}
+	return importFormat{}, fmt.Errorf("unknown import format %q (want one of %s)", name, strings.Join(importFormatNames(), ", "))
+}
+
+func newImportCmd(e *env) *cobra.Command {
+	o := &importOptions{}
+	var formats strings.Builder
+	for _, f := range importFormats {
+		fmt.Fprintf(&formats, "  %-10s %s\n", f.name, f.help)
+	}
+	cmd := &cobra.Command{
+		Use:   "import FORMAT INPUT [-o OUTPUT]",
+		Short: "Convert a recorded trace (mtrace, malloc-lab) to a bfcsim trace",
+		Long: `Convert a trace recorded by another tool to a bfcsim trace. Formats:
+
+` + formats.String() + `
+INPUT may be gzip- or zstd-compressed, or - for standard input. The trace is
+written to -o, compressed when it ends in .gz or .zst, atomically: a failed
+conversion leaves no file. Without -o, or with -o -, it goes to standard
+output. A one-line summary goes to standard error.
+
+An input line that cannot be converted stops the conversion with
+file:line: reason (exit 2); --skip-invalid counts and skips such lines.
+What the recording holds but a trace cannot replay (mtrace: frees of blocks
+allocated before tracing began) is dropped and counted in the summary.
+
+A PyTorch snapshot's recording starts mid-run: the allocations and segments
+live when it started are rebuilt from its final state and written first,
+between the marks "start state" and "recording starts". A pickle that asks
+to run code (GLOBAL, REDUCE, BUILD, ...) is refused: a snapshot holds only
+plain data. --device picks the device (default: the one with the most trace
+entries). See docs/trace-format.md.`,
+		Example: `  bfcsim import mtrace mtrace.log -o prog.jsonl.zst
+  bfcsim import malloclab short1.rep -o short1.jsonl
+  bfcsim import pytorch snapshot.pickle --device 0 -o run.jsonl.zst
+  zcat big.log.gz | bfcsim import mtrace - | bfcsim replay -`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 0:
+				return fmt.Errorf("import needs a format (%s) and an input file (see '%s --help')",
+					strings.Join(importFormatNames(), ", "), cmd.CommandPath())
+			case len(args) == 1:
+				if _, err := findImportFormat(args[0]); err != nil {
+					return err
+				}
+				return fmt.Errorf("import %s needs an input file, or - for standard input", args[0])
+			case len(args) > 2:
+				return fmt.Errorf("import takes a format and one input file, got %d arguments", len(args))
+			}
+			return nil
+		},
+		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			if len(args) == 0 {
+				return importFormatNames(), cobra.ShellCompDirectiveNoFileComp
+			}
+			if len(args) == 1 {
+				return nil, cobra.ShellCompDirectiveDefault
+			}
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runImport(cmd, e, o, args[0], args[1])
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.out, "out", "o", "", "output trace (.gz or .zst to compress; default standard output)")
+	f.StringVar(&o.name, "name", "", "trace name for the header (default: the input's file name without extensions)")
+	f.BoolVar(&o.skipInvalid, "skip-invalid", false, "count and skip input lines that cannot be converted instead of stopping")
+	f.BoolVar(&o.noAddr, "no-addr", false, "mtrace: leave the recorded addresses out of the trace")
+	f.IntVar(&o.device, "device", -1, "pytorch: the CUDA device whose allocations to import (-1: the one with the most)")
+	for _, name := range importFlags {
+		used := slices.ContainsFunc(importFormats, func(f importFormat) bool { return slices.Contains(f.flags, name) })
+		if !used {
+			_ = f.MarkHidden(name)
+		}
+	}
+	return cmd
+}
+
+func runImport(cmd *cobra.Command, e *env, o *importOptions, format, path string) error {
+	f, err := findImportFormat(format)
+	if err != nil {
+		return err
+	}
+	for _, name := range importFlags {
+		if cmd.Flags().Changed(name) && !slices.Contains(f.flags, name) {
+			return fmt.Errorf("--%s does not apply to the %s format", name, f.name)
+		}
+	}
+	toStdout := o.out == "" || o.out == "-"
+	if !toStdout {
+		if err := checkOutputs([]string{path}, "", o.out); err != nil {
+			return err
+		}
+	}
+	in, closeIn, err := openImportInput(cmd.Context(), e, path)
+	if err != nil {
+		return err
+	}
+	defer closeIn()
+	in.name = o.name
+	if in.name == "" {
+		in.name = traceNameOf(path, f.name)
+	}
+	var res importResult
+	write := func(w io.Writer) error {
+		var err error
+		res, err = f.convert(in, trace.NewWriter(w), o)
+		return err
+	}
+	dest := o.out
+	if toStdout {
+		dest = "standard output"
+		err = write(cmd.OutOrStdout())
+	} else {
+		err = writeFileAtomic(o.out, write)
+	}
+	if err != nil {
+		return err
+	}
+	printImportSummary(e.stderr, "imported", res, dest)
+	return nil
+}
+
+// openImportInput opens path ("-" for standard input), decompressed, with
+// reads that stop when ctx is done.
+func openImportInput(ctx context.Context, e *env, path string) (importInput, func(), error) {
+	in := importInput{path: path, file: path}
+	var raw io.Reader = e.stdin
+	closeFile := func() {}
+	if path == "-" {
+		in.file = "stdin"
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return in, nil, err
+		}
+		if st, err := f.Stat(); err == nil && st.IsDir() {
+			f.Close()
+			return in, nil, fmt.Errorf("%s is a directory", path)
+		}
+		raw, closeFile = f, func() { f.Close() }
+	}
+	dec, err := trace.NewDecompressReader(raw)
+	if err != nil {
+		closeFile()
+		return in, nil, fmt.Errorf("%s: %w", in.file, err)
+	}
+	in.r = ctxReader{ctx: ctx, r: dec}
+	return in, func() { dec.Close(); closeFile() }, nil
+}
+
+// traceNameOf names a trace after its input file: the base name without
+// compression and format extensions ("runs/sort.mtrace.gz" → "sort"), or
+// the format's name for standard input.
+func traceNameOf(path, format string) string {
+	if path == "-" {
+		return format
+	}
+	name := filepath.Base(path)
+	for _, ext := range []string{".gz", ".zst", ".jsonl", ".json", ".pickle", ".pkl", ".log", ".txt", ".mtrace", ".rep"} {
+		name = strings.TrimSuffix(name, ext)
+	}
+	if name == "" || name == "." {
+		return format
+	}
+	return name
+}
+
+// ctxReader fails its reads once ctx is done, so that a long conversion
+// stops on Ctrl-C.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// printImportSummary prints the warnings, then one line: "imported 428
+// events (221 allocs, 207 frees; 3 frees ... dropped), peak live 16.9 KiB,
+// to t.jsonl".
+func printImportSummary(w io.Writer, verb string, res importResult, dest string) {
+	for _, msg := range res.warnings {
+		fmt.Fprintf(w, "bfcsim: warning: %s\n", msg)
+	}
+	detail := plural(res.allocs, "alloc", "allocs") + ", " + plural(res.frees, "free", "frees")
+	if len(res.notes) > 0 {
+		detail += "; " + strings.Join(res.notes, ", ")
+	}
+	fmt.Fprintf(w, "%s %s (%s), peak live %s, to %s\n",
+		verb, plural(res.events, "event", "events"), detail, report.Bytes(res.peakLiveBytes), dest)
+}
+
+// plural says "1 event" or "1,234 events".
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return report.Count(n) + " " + many
+}
+
+// countNote appends "N what" to notes, unless n is 0.
+func countNote(notes []string, n int64, one, many string) []string {
+	if n == 0 {
+		return notes
+	}
+	return append(notes, plural(n, one, many))
+}
+
+// skippedWarnings turns the errors skipped under --skip-invalid into
+// warnings.
+func skippedWarnings(errs []*trace.SyntaxError, skipped int64) []string {
+	var ws []string
+	for _, e := range errs {
+		ws = append(ws, e.Error()+" (skipped)")
+	}
+	if rest := skipped - int64(len(errs)); rest > 0 {
+		ws = append(ws, fmt.Sprintf("and %s more invalid lines skipped", report.Count(rest)))
+	}
+	return ws
+}
+
+func importMtrace(in importInput, w *trace.Writer, o *importOptions) (importResult, error) {
+	st, err := mtrace.Convert(in.r, in.file, w, mtrace.Options{
+		Name:    in.name,
+		Lenient: o.skipInvalid,
+		NoAddr:  o.noAddr,
+	})
+	if err != nil {
+		return importResult{}, err
+	}
+	return mtraceResult(st), nil
+}
+
+// mtraceResult summarises an mtrace conversion.
+func mtraceResult(st mtrace.Stats) importResult {
+	res := importResult{events: st.Events, allocs: st.Allocs, frees: st.Frees, peakLiveBytes: st.PeakLiveBytes}
+	res.notes = countNote(res.notes, st.DroppedFrees,
+		"free of an address allocated before tracing dropped",
+		"frees of addresses allocated before tracing dropped")
+	res.notes = countNote(res.notes, st.DoubleAllocs,
+		"malloc of a live address (its free was not logged)",
+		"mallocs of live addresses (their frees were not logged)")
+	res.notes = countNote(res.notes, st.FailedAllocs, "failed allocation", "failed allocations")
+	res.notes = countNote(res.notes, st.Skipped, "invalid line skipped", "invalid lines skipped")
+	if st.CutLastLine {
+		res.notes = append(res.notes, "the last line, cut short, dropped")
+	}
+	res.warnings = skippedWarnings(st.SkippedErrors, st.Skipped)
+	return res
+}
+
+func importPytorch(in importInput, w *trace.Writer, o *importOptions) (importResult, error) {
+	st, err := pytorch.Convert(in.r, w, pytorch.Options{Name: in.name, Device: o.device})
+	if err != nil {
+		return importResult{}, fmt.Errorf("%s: %w", in.file, err)
+	}
+	res := importResult{events: st.Events, allocs: st.Allocs, frees: st.Frees, peakLiveBytes: st.PeakLiveBytes}
+	res.notes = append(res.notes, fmt.Sprintf("device %d", st.Device))
+	res.notes = countNote(res.notes, int64(st.StartAllocs),
+		"allocation live when the recording started", "allocations live when the recording started")
+	res.notes = countNote(res.notes, int64(st.StartSegments), "segment held then", "segments held then")
+	res.notes = countNote(res.notes, st.PendingFrees,
+		"free requested but not completed (kept allocated)", "frees requested but not completed (kept allocated)")
+	res.notes = countNote(res.notes, int64(st.SizesUnknown),
+		"block of unknown size (freed during the recording; its requested size is used)",
+		"blocks of unknown size (freed during the recording; their requested sizes are used)")
+	res.notes = countNote(res.notes, st.Dropped, "entry dropped", "entries dropped")
+	for _, r := range st.DroppedReasons {
+		res.warnings = append(res.warnings, "dropped: "+r)
+	}
+	return res, nil
+}
+
+func importMalloclab(in importInput, w *trace.Writer, o *importOptions) (importResult, error) {
+	st, err := malloclab.Convert(in.r, in.file, w, malloclab.Options{Name: in.name, Lenient: o.skipInvalid})
+	if err != nil {
+		return importResult{}, err
+	}
+	res := importResult{events: st.Events, allocs: st.Allocs, frees: st.Frees, peakLiveBytes: st.PeakLiveBytes}
+	res.notes = countNote(res.notes, st.Reallocs, "realloc", "reallocs")
+	res.notes = countNote(res.notes, st.Skipped, "invalid line skipped", "invalid lines skipped")
+	res.warnings = append(st.Warnings, skippedWarnings(st.SkippedErrors, st.Skipped)...)
+	return res, nil
+}

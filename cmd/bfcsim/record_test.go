@@ -1,0 +1,233 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bfcsim/bfcsim/trace"
+)
+
+// requireRecorder skips the test where bfcsim record cannot work (no C
+// compiler, no libc_malloc_debug.so.0, no sort), except in CI, where every
+// test must run.
+func requireRecorder(t *testing.T) {
+	t.Helper()
+	cc, err := findCompiler()
+	if err == nil {
+		_, err = findMallocDebug(cc)
+	}
+	if err == nil {
+		_, err = exec.LookPath("sort")
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("bfcsim record must work in CI: %v", err)
+		}
+		t.Skipf("skipping bfcsim record tests: %v", err)
+	}
+	t.Setenv("LC_ALL", "C")
+}
+
+// numbers writes n numbers, one a line, in a scrambled order.
+func numbers(t *testing.T, n int) string {
+	t.Helper()
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "%d\n", (i*7919)%n)
+	}
+	return writeFile(t, "numbers.txt", b.String())
+}
+
+// tagsOf returns how many allocs carry each tag.
+func tagsOf(evs []trace.Event) map[string]int {
+	tags := map[string]int{}
+	for _, ev := range evs {
+		if ev.Op == trace.OpAlloc {
+			tags[ev.Tag]++
+		}
+	}
+	return tags
+}
+
+// hasTagPrefix reports whether a tag starts with prefix.
+func hasTagPrefix(tags map[string]int, prefix string) bool {
+	for tag := range tags {
+		if strings.HasPrefix(tag, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRecordSort(t *testing.T) {
+	requireRecorder(t)
+	in := numbers(t, 2000)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "sort.jsonl")
+	log := filepath.Join(dir, "sort.mtrace.gz")
+	code, stdout, stderr := cli(t, "", "record", "-o", out, "--log", log, "--", "sort", "-n", in)
+	require.Equal(t, 0, code, stderr)
+
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	require.Len(t, lines, 2000, "the program's output is passed through")
+	assert.Equal(t, "0", lines[0])
+	assert.Equal(t, "1999", lines[1999])
+	assert.Regexp(t, `^recorded [\d,]+ events \([\d,]+ allocs, [\d,]+ frees[;)].*, peak live .*, to `+out+"\n$", stderr)
+
+	h, evs, sum := readTrace(t, out)
+	assert.Equal(t, "sort", h.Name)
+	assert.Equal(t, "mtrace", h.Source)
+	assert.Equal(t, fmt.Sprintf(`["sort","-n",%q]`, in), h.Meta["command"])
+	assert.Greater(t, sum.Allocs, int64(5))
+	assert.Positive(t, sum.Frees)
+	tags := tagsOf(evs)
+	assert.True(t, hasTagPrefix(tags, "sort+0x"), "sort's own call sites are tags: %v", tags)
+	for _, ev := range evs {
+		if ev.Op == trace.OpAlloc {
+			require.NotZero(t, ev.Flags&trace.HasAddr, "allocs carry the recorded address")
+		}
+	}
+
+	// The kept log converts to the same trace.
+	again := filepath.Join(dir, "again.jsonl")
+	code, _, stderr = cli(t, "", "import", "mtrace", log, "-o", again, "--name", "sort")
+	require.Equal(t, 0, code, stderr)
+	_, evs2, _ := readTrace(t, again)
+	assert.Equal(t, len(evs), len(evs2))
+
+	// And it replays with every allocator.
+	code, _, stderr = cli(t, "", "replay", out, "-a", "bfc,arena,aligned,naive")
+	assert.Equal(t, 0, code, stderr)
+}
+
+// Only the process started is traced: through exec, and not into children.
+func TestRecordFollowsExecNotChildren(t *testing.T) {
+	requireRecorder(t)
+	in := numbers(t, 100)
+	dir := t.TempDir()
+
+	out := filepath.Join(dir, "exec.jsonl")
+	code, stdout, stderr := cli(t, "", "record", "-o", out, "--", "sh", "-c", `exec sort -n "$0"`, in)
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, 100, strings.Count(stdout, "\n"))
+	h, evs, _ := readTrace(t, out)
+	assert.Equal(t, "sh", h.Name)
+	assert.True(t, hasTagPrefix(tagsOf(evs), "sort+0x"), "sort, which sh became, is recorded")
+
+	out = filepath.Join(dir, "child.jsonl")
+	code, stdout, stderr = cli(t, "", "record", "-o", out, "--", "sh", "-c", `sort -n "$0"; true`, in)
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, 100, strings.Count(stdout, "\n"))
+	_, evs, _ = readTrace(t, out)
+	assert.False(t, hasTagPrefix(tagsOf(evs), "sort+0x"), "sort, a child of sh, is not recorded")
+}
+
+func TestRecordFailingProgram(t *testing.T) {
+	requireRecorder(t)
+	out := filepath.Join(t.TempDir(), "fail.jsonl.zst")
+	missing := filepath.Join(t.TempDir(), "missing.txt")
+	code, stdout, stderr := cli(t, "", "record", "-o", out, "--", "sort", missing)
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout)
+	assert.Regexp(t, "(?m)^sort: .*"+regexp.QuoteMeta(missing), stderr, "the program's own error is passed through")
+	assert.Contains(t, stderr, "bfcsim: sort failed (exit status 2); the trace of its run was written to "+out+"\n")
+	_, _, sum := readTrace(t, out)
+	assert.Positive(t, sum.Allocs, "what it allocated before failing is kept")
+}
+
+func TestRecordUsageErrors(t *testing.T) {
+	assertUsageError(t, []string{"record"}, "record needs a command to run: bfcsim record [-o OUTPUT] -- COMMAND [ARGS...]")
+	assertUsageError(t, []string{"record", "-o", "-", "--", "true"}, "record writes the trace to a file (-o), not to standard output")
+	assertUsageError(t, []string{"record", "-o", t.TempDir(), "--", "true"}, "is a directory")
+	assertUsageError(t, []string{"record", "-o", filepath.Join(t.TempDir(), "x.jsonl"), "--", "no-such-program-bfcsim"},
+		`cannot run no-such-program-bfcsim: exec: "no-such-program-bfcsim": executable file not found in $PATH`)
+}
+
+func TestRecordWithoutCompiler(t *testing.T) {
+	t.Setenv("CC", filepath.Join(t.TempDir(), "no-cc"))
+	assertUsageError(t, []string{"record", "-o", filepath.Join(t.TempDir(), "x.jsonl"), "--", "true"}, "$CC is ")
+}
+
+func TestRecordEnv(t *testing.T) {
+	env := recordEnv([]string{"HOME=/root", "LD_PRELOAD=/opt/mine.so", "MALLOC_TRACE=/old", "BFCSIM_RECORD_PARENT=1"},
+		"/lib/libc_malloc_debug.so.0", "/tmp/s.so", "/tmp/log")
+	assert.Equal(t, []string{
+		"HOME=/root",
+		"LD_PRELOAD=/lib/libc_malloc_debug.so.0 /tmp/s.so /opt/mine.so",
+		"MALLOC_TRACE=/tmp/log",
+		fmt.Sprintf("BFCSIM_RECORD_PARENT=%d", os.Getpid()),
+	}, env)
+}
+
+// The recorded bundled traces are what the commands in traces/README.md
+// record, byte for byte, on the system they were recorded on; elsewhere the
+// test is skipped, since another build of the program or the C library
+// allocates differently.
+func TestBundledRecordingsAreReproducible(t *testing.T) {
+	requireRecorder(t)
+	readme, err := os.ReadFile(bundled + "README.md")
+	require.NoError(t, err)
+	cmds := regexp.MustCompile("`bfcsim (record -o traces/([a-z-]+\\.jsonl) [^`]+)`").FindAllStringSubmatch(string(readme), -1)
+	require.Len(t, cmds, 1)
+	versions := map[string]struct{ cmd, want string }{
+		"sqlite-orders.jsonl": {"sqlite3 --version", "3.40.1 "},
+	}
+	libc, err := exec.Command("getconf", "GNU_LIBC_VERSION").Output()
+	if err != nil || strings.TrimSpace(string(libc)) != "glibc 2.36" {
+		t.Skipf("the recordings were made with glibc 2.36; this system has %q", strings.TrimSpace(string(libc)))
+	}
+	t.Chdir("../..") // the commands run from the repository's root
+	for _, m := range cmds {
+		args, name := strings.Fields(m[1]), m[2]
+		v, ok := versions[name]
+		require.True(t, ok, "the test knows which program version recorded %s", name)
+		fields := strings.Fields(v.cmd)
+		got, err := exec.Command(fields[0], fields[1:]...).Output()
+		if err != nil || !strings.HasPrefix(string(got), v.want) {
+			t.Logf("skipping %s: recorded with %s %s, this system has %q", name, fields[0], v.want, strings.TrimSpace(string(got)))
+			continue
+		}
+		out := filepath.Join(t.TempDir(), name)
+		args[2] = out // -o
+		code, _, stderr := cli(t, "", args...)
+		require.Equal(t, 0, code, stderr)
+		want, err := os.ReadFile("traces/" + name)
+		require.NoError(t, err)
+		have, err := os.ReadFile(out)
+		require.NoError(t, err)
+		if n, w, h := firstDiff(string(want), string(have)); n > 0 {
+			t.Errorf("traces/%s differs from `bfcsim %s` at line %d:\nbundled:  %s\nrecorded: %s", name, m[1], n, w, h)
+		}
+		assert.Less(t, len(want), 2<<20, "bundled traces stay under 2 MB")
+	}
+}
+
+// firstDiff returns the first line (1-based) where a and b differ, and the
+// two lines; 0 if they are equal.
+func firstDiff(a, b string) (int, string, string) {
+	if a == b {
+		return 0, "", ""
+	}
+	la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := range max(len(la), len(lb)) {
+		var x, y string
+		if i < len(la) {
+			x = la[i]
+		}
+		if i < len(lb) {
+			y = lb[i]
+		}
+		if x != y || i >= len(la) || i >= len(lb) {
+			return i + 1, x, y
+		}
+	}
+	return 1, "", "" // unreachable: a != b
+}
