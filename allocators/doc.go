@@ -16,7 +16,12 @@
 //
 // Extra abilities are small interfaces found by type assertion: Stepper (acts
 // on step events), LargestFreeReporter (feeds TensorFlow's fragmentation
-// metric), StatsReporter (the reference's own counters), AlignmentLimiter.
+// metric), StatsReporter (the reference's own counters), AlignmentLimiter,
+// ChunkWalker and Snapshotter (describe the pool), Extenter (where a block's
+// bytes really lie), StreamAllocator (per-stream pools), SegmentObserver and
+// Replayer (take over a recorded program's segments and start state), and
+// Planner (sees every allocation before the first). A Space may be a Placer
+// (reserves where it is asked) or a Toucher (real memory).
 //
 // Allocators are built by name from one table (Factories, New) with their
 // options given as text (--set NAME.KEY=VALUE). The strategies:
@@ -25,6 +30,8 @@
 //	arena    bump-pointer arena (arena.go)
 //	aligned  TBB cache-aligned allocation over a base allocator (aligned.go)
 //	naive    one device reservation per allocation (naive.go)
+//	pytorch  PyTorch's CUDA caching allocator (pytorch.go)
+//	planner  offline greedy-by-size placement, the near-optimal yardstick (planner.go)
 //
 // Each file opens with its design: strategy, data structures, the allocate
 // and free paths, costs, and where it departs from its reference.
