@@ -28,11 +28,11 @@
 //     the accounting and the replay stops at the first violation.
 //  5. When the source ends, each worker summarises its metrics into a Result.
 //
-// Two things are kept beside the metrics, both in memory that does not grow
-// with the trace: with Record, the series plots are drawn from (record.go);
-// and, for an allocator that plans offline (allocators.Planner), the
-// lifetime of every allocation, read in a first pass through Config.Reread
-// (prepass.go) — the one place memory grows with the trace.
+// Two things are kept beside the metrics: with Record, the series plots are
+// drawn from (record.go), in memory that does not grow with the trace; and,
+// for an allocator that plans offline (allocators.Planner), the lifetime of
+// every allocation, read in a first pass through Config.Reread (prepass.go):
+// the one place memory grows with the trace.
 //
 // Allocators run concurrently, but each sees the events in trace order and
 // nothing in a Result except timings depends on scheduling, so the same trace
