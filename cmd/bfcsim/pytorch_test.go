@@ -25,10 +25,10 @@ func addressMatch(t *testing.T, path string, args ...string) (checked, matched i
 }
 
 // Snapshots written by an independent Python model of PyTorch's caching
-// allocator, imported and replayed with -a pytorch, reproduce the recorded
-// addresses. The two misses of proto5-bigints are blocks allocated before
-// the recording and freed during it: the snapshot gives only their
-// requested size, and PyTorch had given one of them 24 KiB more.
+// allocator, imported and replayed with -a pytorch, reproduce every recorded
+// address. (proto5-bigints needs the importer to infer the 24 KiB of slack
+// PyTorch gave a block allocated before the recording, which the snapshot
+// knows only by its requested size.)
 func TestImportedSnapshotsReplayAtTheirAddresses(t *testing.T) {
 	for _, tc := range []struct {
 		file            string
@@ -38,7 +38,7 @@ func TestImportedSnapshotsReplayAtTheirAddresses(t *testing.T) {
 		{"small-large.json", 277, 0},
 		{"streams.pickle", 219, 0},
 		{"segments-only.pickle", 58, 0},
-		{"proto5-bigints.pickle", 242, 2},
+		{"proto5-bigints.pickle", 242, 0},
 	} {
 		out := filepath.Join(t.TempDir(), "t.jsonl")
 		code, _, stderr := cli(t, "", "import", "pytorch", fixtures+tc.file, "-o", out)
@@ -80,7 +80,7 @@ func TestBundledPyTorchTrace(t *testing.T) {
 	require.NoError(t, err)
 	want, err := os.ReadFile(bundled + "pytorch-train.jsonl")
 	require.NoError(t, err)
-	assert.Equal(t, string(want), string(got), "traces/pytorch-train.jsonl differs from its README commands")
+	assert.True(t, string(want) == string(got), "traces/pytorch-train.jsonl differs from its README commands")
 
 	checked, matched := addressMatch(t, bundled+"pytorch-train.jsonl", "-a", "pytorch")
 	assert.EqualValues(t, 5379, checked)

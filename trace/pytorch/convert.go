@@ -34,11 +34,10 @@ type Stats struct {
 	// OrphanFrees are frees of blocks allocated before the recording started.
 	OrphanFrees int64
 	// SizesUnknown counts blocks allocated before the recording and freed
-	// during it: the snapshot gives only their requested size, so the
-	// bytes PyTorch may have added to one (up to 1 MiB it did not split
-	// off) are unknown. SizesInferred counts those whose addition the
-	// start state itself proves (the room up to the next block is too small
-	// to be a free block of their pool): their block is given that room.
+	// during it whose size stays unknown: the snapshot gives only their
+	// requested size, and PyTorch may have added up to 1 MiB it did not
+	// split off. SizesInferred counts those whose block the start state or
+	// the recording shows (see inferSizes).
 	SizesUnknown, SizesInferred int
 	// PeakLiveBytes is the most bytes the trace holds allocated at once.
 	PeakLiveBytes uint64
@@ -247,6 +246,7 @@ func (s *snapshot) write(w *trace.Writer, opt Options) (Stats, error) {
 	var ops []op
 	ops = append(ops, op{kind: trace.OpMark, name: startStateMark})
 	bi := 0
+	inferSizes(startSegs, startBlocks, entries, &st)
 	for _, seg := range startSegs {
 		ops = append(ops, op{kind: trace.OpReserve, addr: seg.address, size: seg.totalSize, stream: seg.stream})
 		st.StartSegments++
@@ -260,16 +260,6 @@ func (s *snapshot) write(w *trace.Writer, opt Options) (Stats, error) {
 			nextID++
 			if b.entry >= 0 {
 				orphanID[b.entry] = id
-				next := seg.address + seg.totalSize
-				if bi+1 < len(startBlocks) && startBlocks[bi+1].addr < next {
-					next = startBlocks[bi+1].addr
-				}
-				if size, proven := blockSize(b, next, seg.totalSize == smallBuffer); proven {
-					b.size = size
-					st.SizesInferred++
-				} else {
-					st.SizesUnknown++
-				}
 			}
 			ops = append(ops, op{kind: trace.OpAlloc, id: id, addr: b.addr, size: b.size, stream: seg.stream, tag: b.tag})
 			st.StartAllocs++
@@ -408,6 +398,84 @@ func emit(w *trace.Writer, ops []op, cl clusterList, opt Options, st *Stats) err
 		}
 	}
 	return w.Flush()
+}
+
+// inferSizes works out the blocks of allocations made before the recording
+// and freed during it, which the snapshot knows only by their requested
+// size. PyTorch may have handed such a block out with up to 1 MiB (512
+// bytes in the small pool) it did not split off, and those bytes move every
+// later allocation in the free space after it. Two things tell:
+//
+//   - the room up to the next block (or the segment's end) is too small to
+//     be a free block of its pool, so the block holds it (blockSize);
+//   - the recording's first event in the block's neighbourhood, from its
+//     start to the next block, is an allocation in the free space after it:
+//     best fit takes the front of a free block, so that free block, and the
+//     slack, ends where the allocation starts.
+//
+// Blocks neither tells about keep their requested size (Stats.SizesUnknown).
+func inferSizes(segs []segment, blocks []startBlock, entries []entry, st *Stats) {
+	type region struct {
+		lo, hi uint64 // the block's start and the next block's (or the segment's end)
+		i      int    // index in blocks
+		small  bool
+		done   bool
+	}
+	var open []region
+	si := 0
+	for i := range blocks {
+		b := &blocks[i]
+		for si < len(segs) && segs[si].address+segs[si].totalSize <= b.addr {
+			si++
+		}
+		if b.entry < 0 || si == len(segs) || b.addr < segs[si].address {
+			continue // known size, or a block the start state drops
+		}
+		seg := segs[si]
+		next := seg.address + seg.totalSize
+		if i+1 < len(blocks) && blocks[i+1].addr < next {
+			next = blocks[i+1].addr
+		}
+		small := seg.totalSize == smallBuffer
+		if size, proven := blockSize(*b, next, small); proven {
+			b.size = size
+			st.SizesInferred++
+			continue
+		}
+		open = append(open, region{lo: b.addr, hi: next, i: i, small: small})
+	}
+	settle := func(r *region, e entry) {
+		r.done = true
+		b := &blocks[r.i]
+		end := b.addr + roundSize(b.size)
+		slack := e.addr - min(e.addr, end)
+		if e.action == "alloc" && e.addr >= end && e.addr < r.hi &&
+			(r.small && slack < minBlockSize || !r.small && slack <= smallSize) {
+			b.size = roundSize(b.size) + slack
+			st.SizesInferred++
+			return
+		}
+		st.SizesUnknown++
+	}
+	for _, e := range entries {
+		if e.action != "alloc" && e.action != "free_completed" && e.action != "free" {
+			continue
+		}
+		// The regions containing e.addr: the one starting at or below it,
+		// and the one before, when e.addr is where it ends (the next
+		// block's own free merges with the free space before it).
+		k, _ := slices.BinarySearchFunc(open, e.addr, func(r region, a uint64) int { return cmp.Compare(r.lo, a+1) })
+		for _, j := range []int{k - 1, k - 2} {
+			if j >= 0 && !open[j].done && open[j].lo <= e.addr && e.addr <= open[j].hi {
+				settle(&open[j], e)
+			}
+		}
+	}
+	for j := range open {
+		if !open[j].done {
+			st.SizesUnknown++
+		}
+	}
 }
 
 // PyTorch's pools: a segment of exactly kSmallBuffer serves the small pool.

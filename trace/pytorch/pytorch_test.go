@@ -243,3 +243,37 @@ func FuzzConvert(f *testing.F) {
 		require.NoError(t, r.Err(), "%s", buf.String())
 	})
 }
+
+// A block allocated before the recording and freed during it is known only
+// by its requested size. The recording's first allocation in the free space
+// after it shows where that free space, and so the block, ends.
+func TestSlackInferredFromTheRecording(t *testing.T) {
+	const snap = `{
+	  "segments": [
+	    {"device": 0, "address": 20971520, "total_size": 20971520, "stream": 0, "blocks": [
+	      {"size": 10485760, "requested_size": 0, "state": "inactive"},
+	      {"size": 2097664, "requested_size": 2097153, "state": "active_allocated"},
+	      {"size": 8388096, "requested_size": 0, "state": "inactive"}]}],
+	  "device_traces": [[
+	    {"action": "alloc", "addr": 23592960, "size": 1048577, "stream": 0},
+	    {"action": "free_completed", "addr": 20971520, "size": 2097153, "stream": 0},
+	    {"action": "free_completed", "addr": 23592960, "size": 1048577, "stream": 0}]]}`
+	var buf bytes.Buffer
+	st, err := Convert(strings.NewReader(snap), trace.NewWriter(&buf), Options{Device: -1})
+	require.NoError(t, err)
+	// B at 20 MiB asked for 2 MiB + 1 (a 2 MiB + 512 block), but the first
+	// allocation after it lands 2.5 MiB in: B had 512 KiB of slack.
+	assert.Contains(t, buf.String(), `{"op":"alloc","id":1,"size":2621440,"stream":0,"addr":1099511627776}`)
+	assert.Equal(t, 1, st.SizesInferred)
+	assert.Zero(t, st.SizesUnknown)
+
+	// Without that allocation nothing tells: the requested size stays.
+	noHint := strings.Replace(snap, `{"action": "alloc", "addr": 23592960, "size": 1048577, "stream": 0},`, "", 1)
+	noHint = strings.Replace(noHint, `,
+	    {"action": "free_completed", "addr": 23592960, "size": 1048577, "stream": 0}`, "", 1)
+	buf.Reset()
+	st, err = Convert(strings.NewReader(noHint), trace.NewWriter(&buf), Options{Device: -1})
+	require.NoError(t, err)
+	assert.Contains(t, buf.String(), `{"op":"alloc","id":1,"size":2097153,"stream":0,"addr":1099511627776}`)
+	assert.Equal(t, 1, st.SizesUnknown)
+}
