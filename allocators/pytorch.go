@@ -599,24 +599,31 @@ func (p *PyTorch) shouldSplit(h int32, size uint64) bool {
 	return size < p.maxSplit && remaining > ptSmallSize
 }
 
+// cutFront splits the first n bytes of block h off into a new block, linked
+// before h in its segment, and returns it; h keeps the rest. Neither is put
+// in or taken out of a pool.
+func (p *PyTorch) cutFront(h int32, n uint64) int32 {
+	nh := p.newBlock() // may move p.blocks: take pointers after it
+	b, nb := &p.blocks[h], &p.blocks[nh]
+	nb.addr, nb.size, nb.stream, nb.seg = b.addr, n, b.stream, b.seg
+	nb.prev, nb.next = b.prev, h
+	if b.prev != noChunk {
+		p.blocks[b.prev].next = nh
+	} else {
+		p.segs[b.seg].first = nh
+	}
+	b.prev = nh
+	b.addr += n
+	b.size -= n
+	return nh
+}
+
 // allocFoundBlock is alloc_found_block: free block h, out of its pool, is
 // handed out, its front cut to size bytes when split is set.
 func (p *PyTorch) allocFoundBlock(h int32, size, requested uint64, split bool) Block {
 	p.inactiveSplit(h, -1)
 	if split {
-		nh := p.newBlock()
-		b := &p.blocks[h]
-		nb := &p.blocks[nh]
-		nb.addr, nb.size, nb.stream, nb.seg = b.addr, size, b.stream, b.seg
-		nb.prev, nb.next = b.prev, h
-		if b.prev != noChunk {
-			p.blocks[b.prev].next = nh
-		} else {
-			p.segs[b.seg].first = nh
-		}
-		b.prev = nh
-		b.addr += size
-		b.size -= size
+		nh := p.cutFront(h, size)
 		p.insert(h)
 		p.inactiveSplit(h, 1)
 		h = nh
@@ -1296,18 +1303,7 @@ func (p *PyTorch) AllocateAt(size, align uint64, stream int64, addr uint64) (Blo
 	p.remove(h)
 	if prefix := addr - p.blocks[h].addr; prefix > 0 {
 		p.inactiveSplit(h, -1)
-		nh := p.newBlock()
-		b, nb := &p.blocks[h], &p.blocks[nh]
-		nb.addr, nb.size, nb.stream, nb.seg = b.addr, prefix, b.stream, b.seg
-		nb.prev, nb.next = b.prev, h
-		if b.prev != noChunk {
-			p.blocks[b.prev].next = nh
-		} else {
-			p.segs[b.seg].first = nh
-		}
-		b.prev = nh
-		b.addr += prefix
-		b.size -= prefix
+		nh := p.cutFront(h, prefix)
 		p.insert(nh)
 		p.inactiveSplit(nh, 1)
 		p.inactiveSplit(h, 1)
