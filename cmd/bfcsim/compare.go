@@ -94,6 +94,7 @@ func runCompare(cmd *cobra.Command, e *env, o *compareOptions, paths []string) e
 	if err != nil {
 		return fmt.Errorf("--tolerance: %w", err)
 	}
+	o.replay.allocatorsGiven = cmd.Flags().Changed("allocators")
 	p, err := o.replay.plan(paths)
 	if err != nil {
 		return err

@@ -99,6 +99,8 @@ func runPlot(cmd *cobra.Command, e *env, o *plotOptions, path string) error {
 		}
 	}
 	o.record = rc
+	// A per-allocator plot draws the one allocator named: --set does not add another.
+	o.allocatorsGiven = cmd.Flags().Changed("allocators") || report.PerAllocator(o.kind)
 	p, err := o.plan([]string{path})
 	if err != nil {
 		return err

@@ -86,9 +86,13 @@ func TestBundledPyTorchTrace(t *testing.T) {
 	assert.EqualValues(t, 5379, checked)
 	assert.Equal(t, checked, matched)
 
-	rep := replayJSON(t, bundled+"pytorch-train.jsonl", "-a", "pytorch",
+	// Without -a, the allocator --set names joins the default four.
+	rep := replayJSON(t, bundled+"pytorch-train.jsonl",
 		"--set", "pytorch.max_split_size_mb=128", "--set", "pytorch.expandable_segments=true")
-	r := rep["traces"].([]any)[0].(map[string]any)["results"].([]any)[0].(map[string]any)
+	results := rep["traces"].([]any)[0].(map[string]any)["results"].([]any)
+	require.Len(t, results, 5)
+	r := results[4].(map[string]any)
+	assert.Equal(t, "pytorch", r["allocator"])
 	opts, _ := json.Marshal(r["options"])
 	assert.Contains(t, string(opts), `"expandable_segments":true`)
 	assert.Positive(t, r["peak_reserved_bytes"].(float64))

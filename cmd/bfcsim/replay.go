@@ -33,6 +33,10 @@ type replayOptions struct {
 	quiet       bool
 	// record, when set, asks the replay for the series plots are drawn from.
 	record *sim.RecordConfig
+	// allocatorsGiven says -a was given. When it was not, an allocator
+	// named by --set joins the default set: --set pytorch.KEY=VALUE alone
+	// is enough to replay pytorch.
+	allocatorsGiven bool
 }
 
 func newReplayCmd(e *env) *cobra.Command {
@@ -57,6 +61,7 @@ Allocators (-a) and their options (--set NAME.KEY=VALUE):
   bfcsim replay t.jsonl -o out/ --events-out out/events.jsonl.zst`,
 		Args: traceArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.allocatorsGiven = cmd.Flags().Changed("allocators")
 			return runReplay(cmd, e, o, args)
 		},
 	}
@@ -157,6 +162,14 @@ func (o *replayOptions) plan(paths []string) (*replayPlan, error) {
 		}
 		if slices.Contains(o.allocators[:i], n) {
 			return nil, fmt.Errorf("-a lists %s twice", n)
+		}
+	}
+	if !o.allocatorsGiven {
+		for _, s := range o.sets {
+			name, _, _ := strings.Cut(s, ".")
+			if _, err := allocators.Lookup(name); err == nil && !slices.Contains(o.allocators, name) {
+				o.allocators = append(slices.Clip(o.allocators), name)
+			}
 		}
 	}
 	per, spaceOpts, err := parseSets(o.sets, o.allocators)
