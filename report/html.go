@@ -263,6 +263,8 @@ var htmlMetrics = slices.Concat([]htmlMetric{
 },
 	latencyMetrics("alloc", func(r *Result) *Latency { return &r.LatencyNs.Alloc }),
 	latencyMetrics("free", func(r *Result) *Latency { return &r.LatencyNs.Free }),
+	[]htmlMetric{{label: "Calls timed: one in", key: "latency_sample_every", timing: true,
+		value: func(r *Result) (string, string, float64, bool) { return countCell(int64(r.LatencySampleEvery)) }}},
 	[]htmlMetric{
 		{group: "Replay", label: "Replay time", key: "replay_seconds", timing: true,
 			value: func(r *Result) (string, string, float64, bool) {

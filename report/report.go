@@ -63,26 +63,28 @@ type Result struct {
 	// FootprintVsLowerBound is PeakReservedBytes over the trace's lower
 	// bound (its peak live bytes): 1 is the best any allocator can do. It
 	// is 0 when nothing was ever live.
-	FootprintVsLowerBound    float64          `json:"footprint_vs_lower_bound"`
-	PeakInUseBytes           uint64           `json:"peak_in_use_bytes"`
-	PeakLiveBytes            uint64           `json:"peak_live_bytes"`
-	FinalReservedBytes       uint64           `json:"final_reserved_bytes"`
-	Fragmentation            float64          `json:"fragmentation"`
-	Utilization              float64          `json:"utilization"`
-	InternalWasteAtPeakBytes uint64           `json:"internal_waste_at_peak_bytes"`
-	TFFragmentation          MaxMean          `json:"tf_fragmentation"`
-	DeviceReserveCalls       int64            `json:"device_reserve_calls"`
-	DeviceReleaseCalls       int64            `json:"device_release_calls"`
-	FailedDeviceReserves     int64            `json:"failed_device_reserves"`
-	ModeledDeviceSeconds     float64          `json:"modeled_device_seconds"`
-	LatencyNs                Latencies        `json:"latency_ns"`
-	ReplaySeconds            float64          `json:"replay_seconds"`
-	EventsPerSecond          float64          `json:"events_per_second"`
-	Events                   int64            `json:"events"`
-	RecordedAddressMatch     *AddressMatch    `json:"recorded_address_match,omitempty"`
-	AllocatorStats           map[string]int64 `json:"allocator_stats"`
-	SpaceOptions             map[string]any   `json:"space_options"`
-	OOM                      *OOMDiagnostics  `json:"oom_diagnostics,omitempty"`
+	FootprintVsLowerBound    float64   `json:"footprint_vs_lower_bound"`
+	PeakInUseBytes           uint64    `json:"peak_in_use_bytes"`
+	PeakLiveBytes            uint64    `json:"peak_live_bytes"`
+	FinalReservedBytes       uint64    `json:"final_reserved_bytes"`
+	Fragmentation            float64   `json:"fragmentation"`
+	Utilization              float64   `json:"utilization"`
+	InternalWasteAtPeakBytes uint64    `json:"internal_waste_at_peak_bytes"`
+	TFFragmentation          MaxMean   `json:"tf_fragmentation"`
+	DeviceReserveCalls       int64     `json:"device_reserve_calls"`
+	DeviceReleaseCalls       int64     `json:"device_release_calls"`
+	FailedDeviceReserves     int64     `json:"failed_device_reserves"`
+	ModeledDeviceSeconds     float64   `json:"modeled_device_seconds"`
+	LatencyNs                Latencies `json:"latency_ns"`
+	// LatencySampleEvery says latency_ns comes from one call in this many.
+	LatencySampleEvery   int              `json:"latency_sample_every"`
+	ReplaySeconds        float64          `json:"replay_seconds"`
+	EventsPerSecond      float64          `json:"events_per_second"`
+	Events               int64            `json:"events"`
+	RecordedAddressMatch *AddressMatch    `json:"recorded_address_match,omitempty"`
+	AllocatorStats       map[string]int64 `json:"allocator_stats"`
+	SpaceOptions         map[string]any   `json:"space_options"`
+	OOM                  *OOMDiagnostics  `json:"oom_diagnostics,omitempty"`
 	// Series are what plots are drawn from; they are not part of report.json.
 	Series *Series `json:"-"`
 }
@@ -260,6 +262,7 @@ func buildResult(r *sim.Result, lowerBound uint64) Result {
 		FailedDeviceReserves:     r.Space.FailedReserves,
 		ModeledDeviceSeconds:     r.Space.ModeledTime.Seconds(),
 		LatencyNs:                Latencies{Alloc: latency(r.AllocLatency), Free: latency(r.FreeLatency)},
+		LatencySampleEvery:       r.LatencySampleEvery,
 		ReplaySeconds:            r.ReplaySeconds,
 		EventsPerSecond:          r.EventsPerSecond(),
 		Events:                   r.Events,

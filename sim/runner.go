@@ -17,6 +17,7 @@ import (
 
 // Latency summarises the wall-clock time of one kind of call, in nanoseconds.
 type Latency struct {
+	// Count is how many calls were timed: one in Config.LatencySample.
 	Count                    int64
 	P50, P90, P99, P999, Max int64
 	Mean                     float64
@@ -66,6 +67,8 @@ type Result struct {
 	Space allocators.SpaceStats
 
 	AllocLatency, FreeLatency Latency
+	// LatencySampleEvery is how sparsely calls were timed: one in this many.
+	LatencySampleEvery int
 	// ReplaySeconds is the time the allocator's worker spent applying events
 	// (trace parsing, done once for all allocators, is not included).
 	ReplaySeconds float64
@@ -194,6 +197,9 @@ type runner struct {
 	fragSamples         int64
 	allocHist, freeHist histogram
 	busy                time.Duration
+	// Calls are timed one in sampleEvery, counted per kind.
+	sampleEvery           uint64
+	allocCalls, freeCalls uint64
 
 	// A peak snapshot is taken lazily: when bytes in use reach a new peak
 	// the allocation is remembered, and the pool is described just before
@@ -267,6 +273,10 @@ func newRunner(spec AllocatorSpec, cfg Config) (*runner, error) {
 		}
 	}
 	r.allocHist, r.freeHist = newHistogram(), newHistogram()
+	r.sampleEvery = uint64(cfg.LatencySample)
+	if cfg.LatencySample <= 0 {
+		r.sampleEvery = DefaultLatencySample
+	}
 	r.result = Result{Allocator: spec.Name, Options: eff, FirstOOMEvent: -1, FirstOOMLine: -1}
 	return r, nil
 }
@@ -363,7 +373,12 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 	if r.peakPending && (r.largest == nil || r.largest.LargestFreeBytes() < ev.Size) {
 		r.takePeakSnapshot() // the pool may grow, or be collected, to serve it
 	}
-	t0 := time.Now()
+	timed := r.allocCalls%r.sampleEvery == 0
+	r.allocCalls++
+	var t0 time.Time
+	if timed {
+		t0 = time.Now()
+	}
 	var b allocators.Block
 	var err error
 	switch {
@@ -377,7 +392,9 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 	if err == nil && r.toucher != nil {
 		r.toucher.Touch(b.Addr, ev.Size)
 	}
-	r.allocHist.record(time.Since(t0))
+	if timed {
+		r.allocHist.record(time.Since(t0))
+	}
 	if err != nil {
 		if !errors.Is(err, allocators.ErrOutOfMemory) {
 			return fmt.Errorf("event %d (line %d): allocating %d bytes: %w", i, ev.Line, ev.Size, err)
@@ -448,9 +465,16 @@ func (r *runner) doFree(ev *trace.Event, i int64) error {
 		r.chk.onFree(ev.Size, b)
 	}
 	r.takePeakSnapshot()
-	t0 := time.Now()
+	timed := r.freeCalls%r.sampleEvery == 0
+	r.freeCalls++
+	var t0 time.Time
+	if timed {
+		t0 = time.Now()
+	}
 	err := r.alloc.Free(b)
-	r.freeHist.record(time.Since(t0))
+	if timed {
+		r.freeHist.record(time.Since(t0))
+	}
 	if err != nil {
 		return fmt.Errorf("event %d (line %d): freeing id %d: %w", i, ev.Line, ev.ID, err)
 	}
@@ -546,6 +570,7 @@ func (r *runner) finish() error {
 	if r.fragSamples > 0 {
 		res.TFFragmentationMean = r.fragSum / float64(r.fragSamples)
 	}
+	res.LatencySampleEvery = int(r.sampleEvery)
 	res.AllocLatency = r.allocHist.summary()
 	res.FreeLatency = r.freeHist.summary()
 	res.ReplaySeconds = r.busy.Seconds()

@@ -84,7 +84,9 @@ func TestMetricsByHand(t *testing.T) {
 		alloc(1, 1000), alloc(2, 100), alloc(3, 3000), free(1), {Op: trace.OpStep},
 		alloc(4, 0), free(4), free(2), free(3),
 	}
-	res := replay(t, evs, config(4096, "naive"))
+	cfg := config(4096, "naive")
+	cfg.LatencySample = 1
+	res := replay(t, evs, cfg)
 	r := res[0]
 	assert.Equal(t, int64(9), r.Events)
 	assert.Equal(t, int64(3), r.OKAllocs, "1, 2 and the size-0 alloc")
@@ -105,6 +107,29 @@ func TestMetricsByHand(t *testing.T) {
 	assert.Equal(t, int64(3), r.AllocLatency.Count, "two served, one failed; the size-0 alloc is not a call")
 	assert.Equal(t, int64(2), r.FreeLatency.Count, "frees of failed and size-0 allocs are not calls")
 	assert.Zero(t, r.TFFragmentationMax, "naive holds no free memory")
+}
+
+// Calls are timed one in LatencySample, the first of each kind included.
+func TestLatencySampling(t *testing.T) {
+	var evs []trace.Event
+	for id := uint64(1); id <= 10; id++ {
+		evs = append(evs, alloc(id, 256))
+	}
+	for id := uint64(1); id <= 10; id++ {
+		evs = append(evs, free(id))
+	}
+	for _, tc := range []struct{ every, want int }{{0, 1}, {1, 10}, {4, 3}, {16, 1}} {
+		cfg := config(1<<20, "bfc")
+		cfg.LatencySample = tc.every
+		r := replay(t, evs, cfg)[0]
+		assert.EqualValues(t, tc.want, r.AllocLatency.Count, "one in %d", tc.every)
+		assert.EqualValues(t, tc.want, r.FreeLatency.Count, "one in %d", tc.every)
+		want := tc.every
+		if want == 0 {
+			want = DefaultLatencySample
+		}
+		assert.Equal(t, want, r.LatencySampleEvery)
+	}
 }
 
 func TestTFFragmentation(t *testing.T) {

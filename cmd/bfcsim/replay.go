@@ -31,6 +31,8 @@ type replayOptions struct {
 	stopOnOOM   bool
 	check       bool
 	quiet       bool
+	// latencySample times one call in this many (sim.Config.LatencySample).
+	latencySample int
 	// record, when set, asks the replay for the series plots are drawn from.
 	record *sim.RecordConfig
 	// allocatorsGiven says -a was given. When it was not, an allocator
@@ -90,6 +92,7 @@ func (o *replayOptions) addFlags(cmd *cobra.Command, multi bool) {
 	f.BoolVar(&o.stopOnOOM, "stop-on-oom", false, "stop each allocator's replay at its first failed allocation")
 	f.BoolVar(&o.check, "check", false, "verify every allocation with the invariant checker (slower)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar")
+	f.IntVar(&o.latencySample, "latency-sample", sim.DefaultLatencySample, "time one Allocate and one Free in this many (1: every call; timing every call slows a replay by a third)")
 	_ = cmd.RegisterFlagCompletionFunc("allocators", fixedCompletion(allocators.Names()...))
 	_ = cmd.RegisterFlagCompletionFunc("space", fixedCompletion(allocators.SpaceKinds...))
 }
@@ -188,6 +191,9 @@ func (o *replayOptions) plan(paths []string) (*replayPlan, error) {
 	if o.eventsOut != "" && len(paths) > 1 {
 		return nil, fmt.Errorf("--events-out takes one trace, got %d", len(paths))
 	}
+	if o.latencySample < 1 {
+		return nil, fmt.Errorf("--latency-sample %d: want 1 (every call) or more", o.latencySample)
+	}
 	if o.touch && o.space != "host" {
 		return nil, fmt.Errorf("--touch needs --space host")
 	}
@@ -271,6 +277,7 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 		// -o DIR holds a MemoryDump of each bfc pool at its peak.
 		PeakSnapshots: o.out != "",
 		Record:        o.record,
+		LatencySample: o.latencySample,
 	}
 	// The planner reads the trace twice; a pipe cannot be read again.
 	if path != "-" && t.size >= 0 {
