@@ -5,10 +5,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/google/renameio/v2"
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/trace"
 )
 
@@ -161,11 +163,15 @@ func checkStdinOnce(paths []string) error {
 	return nil
 }
 
-// progress shows how far through a trace file a replay is, on a terminal.
+// progress shows how far through a trace file a replay is, on a terminal:
+// the bytes read and left (the bar, its rate and its time left are from
+// the file's size) and the events replayed and their rate.
 type progress struct {
-	bar *progressbar.ProgressBar
-	t   *openedTrace
-	n   int
+	bar   *progressbar.ProgressBar
+	t     *openedTrace
+	n     int
+	name  string
+	start time.Time
 }
 
 // newProgress returns a progress reporter for t, or nil when no bar should
@@ -182,14 +188,23 @@ func newProgress(e *env, t *openedTrace, quiet bool) *progress {
 		progressbar.OptionThrottle(100_000_000), // 100 ms
 		progressbar.OptionClearOnFinish(),
 		progressbar.OptionSetWidth(30),
+		progressbar.OptionSetPredictTime(true),
 	)
-	return &progress{bar: bar, t: t}
+	return &progress{bar: bar, t: t, name: filepath.Base(t.path), start: time.Now()}
 }
 
-// Next advances the trace and, every few thousand events, the bar.
+// progressEvery is how many events pass between updates of the bar: often
+// enough to move smoothly, rarely enough to cost nothing per event.
+const progressEvery = 1 << 14
+
+// Next advances the trace and, every progressEvery events, the bar.
 func (p *progress) Next() bool {
 	ok := p.t.Next()
-	if p.n++; p.n%4096 == 0 || !ok {
+	if p.n++; p.n%progressEvery == 0 || !ok {
+		if s := time.Since(p.start).Seconds(); s > 0 {
+			p.bar.Describe(fmt.Sprintf("%s %s events, %s", p.name,
+				report.Count(int64(p.n)), report.Rate(float64(p.n)/s)))
+		}
 		_ = p.bar.Set64(p.t.BytesRead())
 	}
 	return ok
