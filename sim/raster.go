@@ -87,25 +87,42 @@ func (g *areaGrid) fitAddr(a, e uint64) {
 	}
 }
 
-// mergeRows doubles rowBytes and realigns lo to the doubled span.
+// mergeRows doubles rowBytes and realigns lo to the doubled span, in
+// place: the old rows land in the lower half of the new ones (offset 0) or
+// in the upper half (offset rows/2), and are folded in the order that never
+// overwrites a row before it is read.
 func (g *areaGrid) mergeRows() {
 	newLo := g.lo &^ (2*g.span() - 1)
-	offset := int((g.lo - newLo) / (2 * g.rowBytes))
+	half := g.rows / 2
+	upper := g.lo != newLo
 	for l := range g.area {
-		area := make([]float64, len(g.area[l]))
-		rate := make([]int64, len(g.rate[l]))
-		for r := range g.rows {
-			to := offset + r/2
-			for c := range g.cols {
-				area[to*g.cols+c] += g.area[l][r*g.cols+c]
-			}
-			for c := range g.cols + 1 {
-				rate[to*(g.cols+1)+c] += g.rate[l][r*(g.cols+1)+c]
-			}
-		}
-		g.area[l], g.rate[l] = area, rate
+		mergeRowPairs(g.area[l], g.rows, g.cols, half, upper)
+		mergeRowPairs(g.rate[l], g.rows, g.cols+1, half, upper)
 	}
 	g.lo, g.rowBytes = newLo, 2*g.rowBytes
+}
+
+// mergeRowPairs folds rows 2k and 2k+1 of a rows × cols array into row k
+// (or row half+k when upper), and clears the rows left over.
+func mergeRowPairs[T int64 | float64](a []T, rows, cols, half int, upper bool) {
+	fold := func(to, from int) {
+		dst := a[to*cols : (to+1)*cols]
+		s0, s1 := a[2*from*cols:(2*from+1)*cols], a[(2*from+1)*cols:(2*from+2)*cols]
+		for c := range dst {
+			dst[c] = s0[c] + s1[c]
+		}
+	}
+	if upper {
+		for k := half - 1; k >= 0; k-- {
+			fold(half+k, k)
+		}
+		clear(a[:half*cols])
+		return
+	}
+	for k := range half {
+		fold(k, k)
+	}
+	clear(a[half*cols:])
 }
 
 // fold adds the difference arrays into the areas and clears them.

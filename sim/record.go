@@ -512,6 +512,7 @@ func (r *recorder) paintRegion(addr uint64, g recRegion, end int64) {
 // toRaster moves the memory map from rectangles to the raster.
 func (r *recorder) toRaster() {
 	r.grid = newAreaGrid(r.cfg.Rows, r.cfg.Columns)
+	r.grid.fitAddr(r.mm.Lo, r.mm.Hi) // the addresses seen so far: fewer merges later
 	for _, b := range r.mm.Blocks {
 		r.grid.add(0, b.Addr, b.Size, b.Start, b.End)
 	}
