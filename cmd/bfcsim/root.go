@@ -36,6 +36,8 @@ CI verdict.
   bfcsim replay trace.jsonl                  every allocator side by side
   bfcsim replay run.jsonl.gz -o out/         also write reports, plots and index.html
   bfcsim compare t.jsonl --baseline b.json   exit 1 on a memory regression
+  bfcsim sweep t.jsonl --grid bfc.KEY=V1,V2  replay a grid of options, in parallel
+  bfcsim merge shard-*/report.json           combine the shards of a sweep
   bfcsim plot t.jsonl --kind memmap -o m.png draw one plot (PNG or SVG)
   bfcsim gen transformer-train -o t.jsonl    make a synthetic trace
   bfcsim import mtrace log -o t.jsonl        convert a glibc mtrace or malloc-lab trace
@@ -54,6 +56,8 @@ Exit codes: 0 success, 1 a comparison failed, 2 bad usage or bad input.`,
 	root.AddCommand(
 		newReplayCmd(e),
 		newCompareCmd(e),
+		newSweepCmd(e),
+		newMergeCmd(e),
 		newValidateCmd(e),
 		newGenCmd(e),
 		newInspectCmd(e),

@@ -1,0 +1,408 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/report"
+	"github.com/bfcsim/bfcsim/sim"
+	"github.com/bfcsim/bfcsim/trace"
+)
+
+// sweepOptions are one sweep invocation's flags.
+type sweepOptions struct {
+	replay replayOptions
+	grid   []string
+	jobs   int
+	shard  string
+	format string
+	out    string
+	metric string
+}
+
+func newSweepCmd(e *env) *cobra.Command {
+	o := &sweepOptions{}
+	cmd := &cobra.Command{
+		Use:   "sweep TRACE... --grid NAME.KEY=V1,V2,... [--grid ...] [flags]",
+		Short: "Replay traces over a grid of allocator options, in parallel",
+		Long: `Replay every trace at every point of a grid of allocator or space options,
+against the selected allocators, and report every result in one report.
+
+Each --grid NAME.KEY=V1,V2,... is an axis: an option, as --set names it, and
+the values to try. The grid is every combination of the axes' values; with no
+--grid it is one point, the options as given. An allocator named by a --grid
+joins the default allocators, as with --set, unless -a is given. Every option
+value of every point is checked before anything is replayed.
+
+Each trace at each grid point is one job: one replay of the trace against
+every allocator. Jobs run in parallel on -j workers. Results are in a fixed
+order whatever the parallelism: trace by trace as given, and within a trace
+grid point by grid point, the last --grid varying fastest.
+
+--shard i/n runs only every n-th job, starting at the i-th (1 ≤ i ≤ n), so
+that n machines (a CI matrix, a Kubernetes Indexed Job, a Slurm array) share
+a sweep; 'bfcsim merge' joins their report.json files into the report the
+whole sweep would have written. docs/scale.md shows how.
+
+The output is a table per trace, one row per grid point and allocator, with
+the best row (by --metric, among rows without failed allocations) marked.
+With -o DIR, also report.json, report.md and a plot per trace of --metric
+against the grid points (PNG and SVG).
+
+Metrics (--metric):
+  ` + strings.ReplaceAll(wrapWords(strings.Join(report.SweepMetrics(), ", ")+".", 76), "\n", "\n  "),
+		Example: `  bfcsim sweep traces/*.jsonl -a bfc --grid bfc.allow_growth=true,false --grid bfc.fragmentation_fraction=0,0.01
+  bfcsim sweep t.jsonl -a pytorch --grid pytorch.max_split_size_mb=64,128,256,unlimited -o out/
+  bfcsim sweep t.jsonl --grid bfc.memory_limit=1GiB,2GiB,4GiB --metric failed_allocs -f markdown
+  bfcsim sweep traces/*.jsonl --grid arena.chunk=1MiB,4MiB --shard 2/4 -o shard-2/`,
+		Args: traceArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.replay.allocatorsGiven = cmd.Flags().Changed("allocators")
+			return runSweep(cmd, e, o, args)
+		},
+	}
+	o.replay.addFlags(cmd, true)
+	f := cmd.Flags()
+	f.StringArrayVar(&o.grid, "grid", nil, "a grid axis NAME.KEY=V1,V2,..., repeatable (e.g. bfc.allow_growth=true,false)")
+	f.IntVarP(&o.jobs, "jobs", "j", 0, "replays to run at once (default: the number of CPUs)")
+	f.StringVar(&o.shard, "shard", "", "run only shard `i/n` of the jobs (1 ≤ i ≤ n): job k belongs to shard (k mod n)+1")
+	f.StringVarP(&o.format, "format", "f", "table", "output format: "+strings.Join(report.SweepFormats, ", "))
+	f.StringVarP(&o.out, "out", "o", "", "also write report.json, report.md and a plot per trace (PNG and SVG) into this `DIR`")
+	f.StringVar(&o.metric, "metric", report.DefaultSweepMetric, "the metric that picks the best row and is plotted")
+	_ = cmd.RegisterFlagCompletionFunc("format", fixedCompletion(report.SweepFormats...))
+	_ = cmd.RegisterFlagCompletionFunc("metric", fixedCompletion(report.SweepMetrics()...))
+	return cmd
+}
+
+// wrapWords breaks text into lines of at most width columns, at spaces.
+func wrapWords(text string, width int) string {
+	var b strings.Builder
+	n := 0
+	for _, w := range strings.Fields(text) {
+		switch {
+		case n == 0:
+		case n+1+len(w) > width:
+			b.WriteString("\n")
+			n = 0
+		default:
+			b.WriteString(" ")
+			n++
+		}
+		b.WriteString(w)
+		n += len(w)
+	}
+	return b.String()
+}
+
+// sweepPlan is a sweep's checked configuration: the sweep, and the
+// allocators and space options of each grid point.
+type sweepPlan struct {
+	info      report.SweepInfo
+	capacity  uint64 // 0: each trace header's, else sim.DefaultCapacity
+	specs     [][]sim.AllocatorSpec
+	spaceOpts []allocators.Options
+	jobs      []int // the jobs to run: all, or the shard's
+}
+
+func runSweep(cmd *cobra.Command, e *env, o *sweepOptions, paths []string) error {
+	if !slices.Contains(report.SweepFormats, o.format) {
+		return fmt.Errorf("unknown format %q (want one of %s)", o.format, strings.Join(report.SweepFormats, ", "))
+	}
+	if err := report.CheckSweepMetric(o.metric); err != nil {
+		return fmt.Errorf("--metric: %w", err)
+	}
+	if !cmd.Flags().Changed("jobs") {
+		o.jobs = runtime.NumCPU()
+	}
+	if o.jobs < 1 {
+		return fmt.Errorf("-j %d: want at least 1 job at a time", o.jobs)
+	}
+	p, err := o.plan(paths)
+	if err != nil {
+		return err
+	}
+	if err := checkOutputs(paths, o.out); err != nil {
+		return err
+	}
+	entries, err := o.run(cmd, e, p)
+	if err != nil {
+		return err
+	}
+	sw := report.Sweep{Version: report.Version, Sweep: p.info, Traces: entries}
+	if o.out != "" {
+		if err := writeSweepDir(o.out, sw, o.metric); err != nil {
+			return err
+		}
+	}
+	return report.RenderSweep(cmd.OutOrStdout(), sw, o.format, o.metric)
+}
+
+// plan checks everything that can be checked before a replay: the grid,
+// the shard, every option value of every grid point, and that each trace
+// can be opened.
+func (o *sweepOptions) plan(paths []string) (*sweepPlan, error) {
+	for _, path := range paths {
+		if path == "-" {
+			return nil, fmt.Errorf("sweep reads each trace once per grid point, and - (standard input) can be read only once; save it to a file")
+		}
+	}
+	info := report.SweepInfo{
+		Paths: paths, Axes: []report.SweepAxis{}, Sets: append([]string{}, o.replay.sets...),
+		Capacity: o.replay.capacity, Space: o.replay.space, Touch: o.replay.touch,
+		SkipInvalid: o.replay.skipInvalid, StopOnOOM: o.replay.stopOnOOM, Check: o.replay.check,
+	}
+	for _, g := range o.grid {
+		ax, err := report.ParseSweepAxis(g)
+		if err != nil {
+			return nil, fmt.Errorf("--grid %w", err)
+		}
+		name, _, _ := strings.Cut(ax.Name, ".")
+		if name != "space" {
+			if _, err := allocators.Lookup(name); err != nil {
+				return nil, fmt.Errorf("--grid %s: %w", g, err)
+			}
+			if o.replay.allocatorsGiven && !slices.Contains(o.replay.allocators, name) {
+				return nil, fmt.Errorf("--grid %s: %s is not being replayed (-a %s)", g, name, strings.Join(o.replay.allocators, ","))
+			}
+		}
+		if slices.ContainsFunc(info.Axes, func(a report.SweepAxis) bool { return a.Name == ax.Name }) {
+			return nil, fmt.Errorf("--grid %s: %s has two axes; list its values in one --grid", g, ax.Name)
+		}
+		for _, s := range info.Sets {
+			if key, _, _ := strings.Cut(s, "="); key == ax.Name {
+				return nil, fmt.Errorf("--grid %s: %s is also set by --set %s; give it one way", g, ax.Name, s)
+			}
+		}
+		info.Axes = append(info.Axes, ax)
+	}
+	// The replay's own checks, with each axis at its first value: an
+	// allocator named by --grid joins the allocators, as with --set.
+	first := slices.Clone(o.replay.sets)
+	for _, ax := range info.Axes {
+		first = append(first, ax.Name+"="+ax.Values[0])
+	}
+	o.replay.sets = first
+	rp, err := o.replay.plan(paths)
+	o.replay.sets = info.Sets
+	if err != nil {
+		return nil, err
+	}
+	info.Allocators = slices.Clone(o.replay.allocators)
+	points := info.Points()
+	info.Jobs = len(paths) * points
+	p := &sweepPlan{capacity: rp.capacity}
+	for pt := range points {
+		specs, spaceOpts, err := o.pointSpecs(&info, pt)
+		if err != nil {
+			if len(info.Axes) > 0 {
+				return nil, fmt.Errorf("grid point %s: %w", info.PointLabel(info.Point(pt)), err)
+			}
+			return nil, err
+		}
+		p.specs = append(p.specs, specs)
+		p.spaceOpts = append(p.spaceOpts, spaceOpts)
+	}
+	if o.shard != "" {
+		i, n, err := report.ParseShard(o.shard)
+		if err != nil {
+			return nil, fmt.Errorf("--shard %w", err)
+		}
+		info.Shard = &report.Shard{Index: i, Count: n, Jobs: report.ShardJobs(info.Jobs, i, n)}
+		p.jobs = info.Shard.Jobs
+	} else {
+		p.jobs = report.ShardJobs(info.Jobs, 1, 1)
+	}
+	// A missing trace fails now, not after the jobs before it.
+	for _, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		f.Close()
+	}
+	p.info = info
+	return p, nil
+}
+
+// pointSpecs returns the allocators and space options of grid point pt,
+// each option value checked by building the allocator over a scratch
+// virtual space, as the replay will.
+func (o *sweepOptions) pointSpecs(info *report.SweepInfo, pt int) ([]sim.AllocatorSpec, allocators.Options, error) {
+	sets := append(slices.Clone(info.Sets), info.PointSets(pt)...)
+	per, spaceOpts, err := parseSets(sets, info.Allocators)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := (allocators.SpaceConfig{Kind: o.replay.space, Capacity: 1, Options: spaceOpts}).Validate(); err != nil {
+		return nil, nil, err
+	}
+	specs := make([]sim.AllocatorSpec, len(info.Allocators))
+	for i, name := range info.Allocators {
+		specs[i] = sim.AllocatorSpec{Name: name, Options: per[name]}
+		// A virtual space of the largest capacity costs nothing and fits
+		// any up-front reservation.
+		sp, err := allocators.NewSpace(allocators.SpaceConfig{Kind: "virtual", Capacity: allocators.MaxCapacity})
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, _, err := allocators.New(name, sp, per[name]); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return specs, spaceOpts, nil
+}
+
+// run replays the plan's jobs on o.jobs workers and returns their entries
+// in job order. The first job to fail (in job order) cancels the rest, and
+// its error is returned.
+func (o *sweepOptions) run(cmd *cobra.Command, e *env, p *sweepPlan) ([]report.SweepTrace, error) {
+	// Each job replays as replay does, quietly: the bar counts jobs.
+	jobOpts := o.replay
+	jobOpts.quiet, jobOpts.out, jobOpts.eventsOut, jobOpts.record = true, "", "", nil
+
+	parent := cmd.Context()
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	cmd.SetContext(ctx) // replayOne replays under cmd.Context()
+	defer cmd.SetContext(parent)
+
+	bar := newJobBar(e, o.replay.quiet, len(p.jobs))
+	entries := make([]report.SweepTrace, len(p.jobs))
+	errs := make([]error, len(p.jobs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(o.jobs, len(p.jobs)) {
+		wg.Go(func() {
+			for i := range next {
+				if ctx.Err() != nil {
+					errs[i] = ctx.Err()
+					continue
+				}
+				entries[i], errs[i] = runSweepJob(cmd, e, &jobOpts, p, p.jobs[i])
+				if errs[i] != nil {
+					cancel()
+					continue
+				}
+				if bar != nil {
+					_ = bar.Add(1)
+				}
+			}
+		})
+	}
+feed:
+	for i := range p.jobs {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+	}
+	if err := parent.Err(); err != nil {
+		return nil, err
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return entries, nil
+}
+
+// runSweepJob replays job k and returns its report entry.
+func runSweepJob(cmd *cobra.Command, e *env, o *replayOptions, p *sweepPlan, k int) (report.SweepTrace, error) {
+	t, pt := p.info.JobOf(k)
+	run, err := replayOne(cmd, e, o, p.info.Paths[t], p.specs[pt], p.capacity, p.spaceOpts[pt])
+	if err != nil {
+		var syntax *trace.SyntaxError
+		if len(p.info.Axes) == 0 || errors.As(err, &syntax) || errors.Is(err, context.Canceled) {
+			return report.SweepTrace{}, err // the same at every point
+		}
+		return report.SweepTrace{}, fmt.Errorf("%s at grid point %s: %w", p.info.Paths[t], p.info.PointLabel(p.info.Point(pt)), err)
+	}
+	tr := report.Build([]report.TraceRun{run}).Traces[0]
+	for i := range tr.Results {
+		tr.Results[i].Series = nil // nothing is plotted from them; let them go
+	}
+	return report.NewSweepTrace(&p.info, k, tr), nil
+}
+
+// newJobBar returns a progress bar counting jobs, or nil when no bar should
+// be drawn (not a terminal, in CI, or quiet).
+func newJobBar(e *env, quiet bool, jobs int) *progressbar.ProgressBar {
+	if !e.progress || quiet {
+		return nil
+	}
+	return progressbar.NewOptions(jobs,
+		progressbar.OptionSetWriter(e.stderr),
+		progressbar.OptionSetDescription("sweep"),
+		progressbar.OptionShowCount(),
+		progressbar.OptionThrottle(100_000_000), // 100 ms
+		progressbar.OptionClearOnFinish(),
+		progressbar.OptionSetWidth(30),
+	)
+}
+
+// writeSweepDir writes into dir, each file atomically, a plot of metric
+// per trace (PNG and SVG), report.md and, last, report.json, so that a
+// complete report.json means a complete directory.
+func writeSweepDir(dir string, sw report.Sweep, metric string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	seen := map[string]int{}
+	for _, g := range report.SweepGroups(&sw) {
+		name := g.Name
+		if seen[name]++; seen[name] > 1 {
+			name = fmt.Sprintf("%s-%d", name, seen[name]) // two traces of one name
+		}
+		for _, format := range report.PlotFormats {
+			var buf bytes.Buffer
+			if err := report.WriteSweepPlot(&buf, &sw, g, metric, format); err != nil {
+				return fmt.Errorf("plotting %s of %s: %w", metric, g.Name, err)
+			}
+			path := filepath.Join(dir, report.SweepPlotFileName(name, metric, format))
+			if err := writeFileAtomic(path, func(w io.Writer) error {
+				_, err := w.Write(buf.Bytes())
+				return err
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	outputs := []struct {
+		name string
+		fn   func(io.Writer) error
+	}{
+		{"report.md", func(w io.Writer) error { return report.WriteSweepMarkdown(w, sw, metric) }},
+		{"report.json", func(w io.Writer) error { return report.WriteSweepJSON(w, sw) }},
+	}
+	for _, out := range outputs {
+		if err := writeFileAtomic(filepath.Join(dir, out.name), out.fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
