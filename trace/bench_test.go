@@ -2,23 +2,120 @@ package trace
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 )
 
-// BenchmarkReader measures decoding and validating typical alloc/free lines.
-func BenchmarkReader(b *testing.B) {
+// benchTraces are the bundled traces whose lines BenchmarkDecode decodes:
+// generated ones with t and tag, and a PyTorch import with stream and addr.
+var benchTraces = []string{"transformer-train", "random", "pytorch-train"}
+
+// benchLines returns the event lines of benchTraces.
+func benchLines(t testing.TB) [][]byte {
+	var lines [][]byte
+	for _, name := range benchTraces {
+		l := traceLines(t, "../traces/"+name+".jsonl")
+		lines = append(lines, l[1:]...) // without the header
+	}
+	return lines
+}
+
+// jsonEvent is an event line as encoding/json decodes it, for comparison.
+type jsonEvent struct {
+	Op     string  `json:"op"`
+	ID     uint64  `json:"id"`
+	Size   uint64  `json:"size"`
+	Align  uint64  `json:"align"`
+	Addr   uint64  `json:"addr"`
+	T      float64 `json:"t"`
+	Stream int64   `json:"stream"`
+	Tag    string  `json:"tag"`
+	Name   string  `json:"name"`
+}
+
+// BenchmarkDecode decodes the event lines of benchTraces, one pass over all
+// of them per op, with the Reader's decoder, the fastjson decoder it
+// replaced, and encoding/json into a struct.
+func BenchmarkDecode(b *testing.B) {
+	lines := benchLines(b)
+	var size int64
+	for _, l := range lines {
+		size += int64(len(l))
+	}
+	run := func(b *testing.B, decode func([]byte)) {
+		for _, l := range lines {
+			decode(l) // intern the tags, grow the buffers
+		}
+		b.SetBytes(size)
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, l := range lines {
+				decode(l)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(lines)), "ns/event")
+	}
+	b.Run("specialised", func(b *testing.B) {
+		r := newDecodeReader()
+		run(b, func(l []byte) {
+			if _, msg := r.decode(l); msg != "" {
+				b.Fatal(msg)
+			}
+		})
+	})
+	b.Run("fastjson", func(b *testing.B) {
+		ref := newRefDecoder()
+		run(b, func(l []byte) {
+			if _, msg := ref.decode(l); msg != "" {
+				b.Fatal(msg)
+			}
+		})
+	})
+	b.Run("encoding_json", func(b *testing.B) {
+		run(b, func(l []byte) {
+			var ev jsonEvent
+			if err := json.Unmarshal(l, &ev); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+}
+
+// syntheticTrace returns a trace of n allocs of tagged blocks, each freed at
+// once, the shape of a generated trace.
+func syntheticTrace(n int) []byte {
 	var buf bytes.Buffer
 	w := NewWriter(&buf)
-	const n = 100_000
 	for i := range uint64(n) {
 		w.Write(Event{Op: OpAlloc, ID: i, Size: 4096 + i*256, T: float64(i), Flags: HasT, Tag: "layer.attn.qkv"})
 		w.Write(Event{Op: OpFree, ID: i, T: float64(i), Flags: HasT})
 	}
 	w.Flush()
-	data := buf.Bytes()
-	b.SetBytes(int64(len(data)))
+	return buf.Bytes()
+}
+
+// compress returns data compressed with c.
+func compress(b *testing.B, data []byte, c Compression) []byte {
+	var buf bytes.Buffer
+	zw, err := NewCompressWriter(&buf, c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := zw.Write(data); err != nil {
+		b.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// benchRead reads the trace data whole with a Reader per op. SetBytes counts
+// the uncompressed size.
+func benchRead(b *testing.B, data []byte, size int64) {
+	b.SetBytes(size)
 	b.ReportAllocs()
-	b.ResetTimer()
+	var events int64
 	for b.Loop() {
 		r, err := NewReader(bytes.NewReader(data), "bench")
 		if err != nil {
@@ -29,6 +126,30 @@ func BenchmarkReader(b *testing.B) {
 		if r.Err() != nil {
 			b.Fatal(r.Err())
 		}
+		events += r.Summary().Events
+		r.Close()
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*2*n), "ns/event")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
+}
+
+// BenchmarkReader measures the whole Reader, lines to events with their
+// slots, on typical alloc/free lines, plain and compressed.
+func BenchmarkReader(b *testing.B) {
+	data := syntheticTrace(100_000)
+	for _, c := range []struct {
+		name string
+		c    Compression
+	}{{"plain", None}, {"gzip", Gzip}, {"zstd", Zstd}} {
+		b.Run(c.name, func(b *testing.B) { benchRead(b, compress(b, data, c.c), int64(len(data))) })
+	}
+}
+
+// BenchmarkReaderTraces measures the whole Reader on benchTraces.
+func BenchmarkReaderTraces(b *testing.B) {
+	for _, name := range benchTraces {
+		b.Run(name, func(b *testing.B) {
+			data := bytes.Join(traceLines(b, "../traces/"+name+".jsonl"), []byte("\n"))
+			benchRead(b, data, int64(len(data)))
+		})
+	}
 }

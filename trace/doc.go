@@ -29,8 +29,9 @@
 //     non-blank line is one.
 //  2. Next reads one line, of any length up to MaxLineBytes, skipping blank
 //     lines.
-//  3. The line is checked as strict JSON and decoded into an Event; field
-//     types, required fields, alignment and the monotonicity of t are checked.
+//  3. The line is checked as strict JSON and decoded into an Event in one
+//     pass that allocates nothing (decode.go); field types, required fields,
+//     alignment and the monotonicity of t are checked.
 //  4. The event is checked against the set of live ids (alloc of a live id and
 //     free of an id that is not live are errors), the free is annotated with
 //     the size and Slot of the allocation it ends, and the running Summary is

@@ -8,10 +8,7 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"slices"
 	"strconv"
-
-	"github.com/valyala/fastjson"
 )
 
 // MaxLineBytes bounds one line of a trace. Event lines are a few dozen bytes;
@@ -90,12 +87,13 @@ type Reader struct {
 	pending  []byte // the first line, read while looking for a header
 	lineNo   int64
 	long     []byte // accumulates lines longer than the bufio buffer
-	parser   fastjson.Parser
+	keyBuf   []byte // an unescaped key or op
+	valBuf   []byte // an unescaped tag or name
 	ev       Event
 	err      error
 	kept     []*SyntaxError
 	sum      Summary
-	live     map[uint64]liveAlloc
+	live     liveSet
 	freeSlot []uint32
 	nextSlot uint32
 	tags     map[string]string
@@ -113,7 +111,6 @@ func NewReader(rd io.Reader, name string, opts ...ReaderOption) (*Reader, error)
 	r := &Reader{
 		name:    name,
 		raw:     &countingReader{r: rd},
-		live:    make(map[uint64]liveAlloc),
 		tags:    make(map[string]string),
 		closeFn: func() {},
 	}
@@ -147,7 +144,8 @@ func (r *Reader) Next() bool {
 		if isBlank(line) {
 			continue
 		}
-		ev, msg := r.decode(line)
+		var ev Event
+		msg := r.decodeEvent(&ev, line)
 		if msg == "" {
 			msg = r.apply(&ev)
 		}
@@ -208,57 +206,18 @@ func (r *Reader) readHeader() error {
 		if isBlank(line) {
 			continue
 		}
-		if fastjson.ValidateBytes(line) != nil {
+		fields, ok := headerFields(line)
+		if !ok {
 			r.pending = append([]byte(nil), line...)
 			return nil
 		}
-		v, err := r.parser.ParseBytes(line)
-		if err != nil || v.Type() != fastjson.TypeObject || v.Get("bfcsim_trace") == nil {
-			r.pending = append([]byte(nil), line...)
-			return nil
-		}
-		h, msg := decodeHeader(v)
+		h, msg := decodeHeader(fields)
 		if msg != "" {
 			return &SyntaxError{File: r.name, Line: r.lineNo, Msg: msg}
 		}
 		r.header = h
 		return nil
 	}
-}
-
-func decodeHeader(v *fastjson.Value) (Header, string) {
-	h := Header{Meta: map[string]string{}}
-	var msg string
-	v.GetObject().Visit(func(key []byte, f *fastjson.Value) {
-		if msg != "" {
-			return
-		}
-		switch k := string(key); k {
-		case "bfcsim_trace":
-			n, m := uintField(f, k)
-			if m != "" {
-				msg = m
-			} else if n != FormatVersion {
-				msg = fmt.Sprintf("unsupported trace format version %d (this bfcsim reads version %d)", n, FormatVersion)
-			} else {
-				h.Version = int(n)
-			}
-		case "name":
-			h.Name, msg = stringField(f, k)
-		case "source":
-			h.Source, msg = stringField(f, k)
-		case "capacity":
-			h.CapacityBytes, msg = uintField(f, k)
-		case "time_unit":
-			h.TimeUnit, msg = stringField(f, k)
-			if msg == "" && !slices.Contains(validTimeUnits, h.TimeUnit) {
-				msg = fmt.Sprintf("time_unit %q is not one of ns, us, ms, s", h.TimeUnit)
-			}
-		default:
-			h.Meta[k] = f.String()
-		}
-	})
-	return h, msg
 }
 
 // readLine returns the next line without its line ending. The slice is valid
@@ -271,7 +230,7 @@ func (r *Reader) readLine() ([]byte, bool) {
 		return line, true
 	}
 	line, err := r.in.ReadSlice('\n')
-	if errors.Is(err, bufio.ErrBufferFull) {
+	if err != nil && errors.Is(err, bufio.ErrBufferFull) {
 		r.long = append(r.long[:0], line...)
 		for errors.Is(err, bufio.ErrBufferFull) && len(r.long) <= MaxLineBytes {
 			line, err = r.in.ReadSlice('\n')
@@ -292,8 +251,12 @@ func (r *Reader) readLine() ([]byte, bool) {
 		return nil, false
 	}
 	r.lineNo++
-	line = bytes.TrimSuffix(line, []byte{'\n'})
-	line = bytes.TrimSuffix(line, []byte{'\r'})
+	if n := len(line); n > 0 && line[n-1] == '\n' {
+		line = line[:n-1]
+	}
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
 	if r.lineNo == 1 {
 		line = bytes.TrimPrefix(line, utf8BOM) // editors on Windows write one
 	}
@@ -309,130 +272,6 @@ func isBlank(line []byte) bool {
 	return true
 }
 
-// decode turns one line into an Event, checking everything that can be
-// checked from the line alone. It returns a non-empty reason if the line is
-// invalid.
-func (r *Reader) decode(line []byte) (Event, string) {
-	ev := Event{Line: r.lineNo}
-	if err := fastjson.ValidateBytes(line); err != nil {
-		return ev, "malformed JSON: " + err.Error()
-	}
-	v, err := r.parser.ParseBytes(line)
-	if err != nil {
-		return ev, "malformed JSON: " + err.Error()
-	}
-	obj, err := v.Object()
-	if err != nil {
-		return ev, fmt.Sprintf("expected a JSON object, found %s", v.Type())
-	}
-	var (
-		msg                                   string
-		opText                                []byte
-		hasOp, hasID, hasSize, hasName, isHdr bool
-	)
-	obj.Visit(func(key []byte, f *fastjson.Value) {
-		if msg != "" {
-			return
-		}
-		switch string(key) {
-		case "op":
-			hasOp = true
-			opText, err = f.StringBytes()
-			if err != nil {
-				msg = fmt.Sprintf("op must be a string, found %s", f.Type())
-			}
-		case "id":
-			hasID = true
-			ev.ID, msg = uintField(f, "id")
-			if msg == "" && ev.ID >= maxID {
-				msg = fmt.Sprintf("id %d is too large (ids must be < 2^63)", ev.ID)
-			}
-		case "size":
-			hasSize = true
-			ev.Size, msg = uintField(f, "size")
-			if msg == "" && ev.Size >= maxID {
-				msg = fmt.Sprintf("size %d is too large (sizes must be < 2^63)", ev.Size)
-			}
-		case "align":
-			ev.Align, msg = uintField(f, "align")
-			if msg == "" && ev.Align&(ev.Align-1) != 0 {
-				msg = fmt.Sprintf("align %d is not a power of two", ev.Align)
-			}
-		case "addr":
-			ev.Addr, msg = uintField(f, "addr")
-			ev.Flags |= HasAddr
-		case "t":
-			ev.T, err = f.Float64()
-			if err != nil {
-				msg = fmt.Sprintf("t must be a number, found %s", f.Type())
-			}
-			ev.Flags |= HasT
-		case "stream":
-			ev.Stream, msg = streamField(f)
-			ev.Flags |= HasStream
-		case "tag":
-			var b []byte
-			b, err = f.StringBytes()
-			if err != nil {
-				msg = fmt.Sprintf("tag must be a string, found %s", f.Type())
-			}
-			ev.Tag = r.intern(b)
-		case "name":
-			hasName = true
-			var b []byte
-			b, err = f.StringBytes()
-			if err != nil {
-				msg = fmt.Sprintf("name must be a string, found %s", f.Type())
-			}
-			ev.Name = r.intern(b)
-		case "bfcsim_trace":
-			isHdr = true
-		}
-	})
-	if msg != "" {
-		return ev, msg
-	}
-	if !hasOp {
-		if isHdr {
-			return ev, "a trace header is allowed only on the first line"
-		}
-		return ev, `missing required field "op"`
-	}
-	op, ok := ParseOp(string(opText))
-	if !ok {
-		return ev, fmt.Sprintf("unknown op %q (want alloc, free, step, mark, reserve or release)", opText)
-	}
-	ev.Op = op
-	need := func(has bool, field string) string {
-		if has {
-			return ""
-		}
-		return fmt.Sprintf("%s without required field %q", op, field)
-	}
-	switch op {
-	case OpAlloc:
-		msg = firstOf(need(hasID, "id"), need(hasSize, "size"))
-	case OpFree:
-		msg = need(hasID, "id")
-	case OpMark:
-		msg = need(hasName, "name")
-	case OpReserve:
-		msg = firstOf(need(ev.Flags&HasAddr != 0, "addr"), need(hasSize, "size"))
-	case OpRelease:
-		msg = need(ev.Flags&HasAddr != 0, "addr")
-	}
-	return ev, msg
-}
-
-func firstOf(msgs ...string) string {
-	for _, m := range msgs {
-		if m != "" {
-			return m
-		}
-	}
-	return ""
-}
-
 // apply checks ev against the state built by the events before it and, if
 // it is valid, updates that state and annotates ev. It changes nothing when
 // it returns a reason.
@@ -445,14 +284,16 @@ func (r *Reader) apply(ev *Event) string {
 	}
 	switch ev.Op {
 	case OpAlloc:
-		if prev, ok := r.live[ev.ID]; ok {
-			return fmt.Sprintf("alloc of id %d that is already live (allocated at line %d)", ev.ID, prev.line)
+		r.live.reserve()
+		at, ok := r.live.find(ev.ID)
+		if ok {
+			return fmt.Sprintf("alloc of id %d that is already live (allocated at line %d)", ev.ID, r.live.entries[at].line)
 		}
 		if r.sum.LiveBytes+ev.Size < r.sum.LiveBytes {
 			return fmt.Sprintf("alloc of %d bytes would make more than 2^64 bytes live", ev.Size)
 		}
 		ev.Slot = r.takeSlot()
-		r.live[ev.ID] = liveAlloc{size: ev.Size, line: ev.Line, slot: ev.Slot}
+		r.live.put(at, ev.ID, liveAlloc{size: ev.Size, line: ev.Line, slot: ev.Slot})
 		s := &r.sum
 		s.Allocs++
 		if ev.Size == 0 {
@@ -465,11 +306,12 @@ func (r *Reader) apply(ev *Event) string {
 		s.TotalAllocBytes = satAdd(s.TotalAllocBytes, ev.Size)
 		s.MaxAllocBytes = max(s.MaxAllocBytes, ev.Size)
 	case OpFree:
-		a, ok := r.live[ev.ID]
+		at, ok := r.live.find(ev.ID)
 		if !ok {
 			return fmt.Sprintf("free of id %d that is not live", ev.ID)
 		}
-		delete(r.live, ev.ID)
+		a := r.live.entries[at].liveAlloc
+		r.live.removeAt(at)
 		r.freeSlot = append(r.freeSlot, a.slot)
 		ev.Size = a.size
 		ev.Slot = a.slot
@@ -526,51 +368,6 @@ func (r *Reader) intern(b []byte) string {
 		r.tags[s] = s
 	}
 	return s
-}
-
-// uintField decodes a non-negative integer. Integral values written as floats
-// (4096.0, 4e3) are accepted while they are exact.
-func uintField(f *fastjson.Value, name string) (uint64, string) {
-	if f.Type() != fastjson.TypeNumber {
-		return 0, fmt.Sprintf("%s must be an integer, found %s", name, f.Type())
-	}
-	if n, err := f.Uint64(); err == nil {
-		return n, ""
-	}
-	x, err := f.Float64()
-	switch {
-	case err != nil:
-		return 0, fmt.Sprintf("%s %s is not a number", name, f)
-	case x < 0:
-		return 0, fmt.Sprintf("%s %s is negative", name, f)
-	case x != math.Trunc(x):
-		return 0, fmt.Sprintf("%s %s is not an integer", name, f)
-	case x > maxExactFloat:
-		return 0, fmt.Sprintf("%s %s is too large", name, f)
-	}
-	return uint64(x), ""
-}
-
-// streamField decodes a stream. CUDA stream handles are pointers, so values
-// up to 2^64-1 are accepted and kept bit for bit in the int64.
-func streamField(f *fastjson.Value) (int64, string) {
-	if f.Type() == fastjson.TypeNumber {
-		if n, err := f.Int64(); err == nil {
-			return n, ""
-		}
-		if n, err := f.Uint64(); err == nil {
-			return int64(n), ""
-		}
-	}
-	return 0, fmt.Sprintf("stream must be an integer, found %s", f)
-}
-
-func stringField(f *fastjson.Value, name string) (string, string) {
-	b, err := f.StringBytes()
-	if err != nil {
-		return "", fmt.Sprintf("%s must be a string, found %s", name, f.Type())
-	}
-	return string(b), ""
 }
 
 func fmtFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
