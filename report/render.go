@@ -31,10 +31,14 @@ func Render(w io.Writer, rep Report, format string) error {
 }
 
 // WriteJSON writes report.json: the SPEC §7 keys, indented.
-func WriteJSON(w io.Writer, rep Report) error {
+func WriteJSON(w io.Writer, rep Report) error { return writeIndentedJSON(w, rep) }
+
+// writeIndentedJSON writes v as the reports' JSON is written: indented by
+// two spaces, one trailing newline.
+func writeIndentedJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(rep)
+	return enc.Encode(v)
 }
 
 // column is one column of the table and Markdown renderings.

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -76,11 +75,7 @@ func RenderSweep(w io.Writer, s Sweep, format, metric string) error {
 }
 
 // WriteSweepJSON writes the sweep's report.json, indented.
-func WriteSweepJSON(w io.Writer, s Sweep) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(s)
-}
+func WriteSweepJSON(w io.Writer, s Sweep) error { return writeIndentedJSON(w, s) }
 
 // SweepGroup is one trace of a sweep and its entries in the report.
 type SweepGroup struct {
