@@ -295,7 +295,7 @@ func TestPyTorchImportedSnapshots(t *testing.T) {
 			require.NoError(t, err)
 			defer f.Close()
 			var buf bytes.Buffer
-			_, err = pytorch.Convert(f, trace.NewWriter(&buf), pytorch.Options{Device: -1})
+			_, err = pytorch.Convert(t.Context(), f, trace.NewWriter(&buf), pytorch.Options{Device: -1})
 			require.NoError(t, err)
 			r, err := trace.NewReader(&buf, c.file)
 			require.NoError(t, err)

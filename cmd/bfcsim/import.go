@@ -360,7 +360,7 @@ func mtraceResult(st mtrace.Stats) importResult {
 }
 
 func importPytorch(in importInput, w *trace.Writer, o *importOptions) (importResult, error) {
-	st, err := pytorch.Convert(in.r, w, pytorch.Options{Name: in.name, Device: o.device})
+	st, err := pytorch.Convert(context.Background(), in.r, w, pytorch.Options{Name: in.name, Device: o.device})
 	if err != nil {
 		return importResult{}, fmt.Errorf("%s: %w", in.file, err)
 	}

@@ -1,10 +1,8 @@
 package pytorch
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/json"
-	"errors"
+	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -20,6 +18,13 @@ type Options struct {
 	// Device picks the device whose trace is converted; -1 picks the one
 	// with the most trace entries (the lowest on a tie).
 	Device int
+	// TempDir is where a snapshot too large to keep in memory spools its
+	// trace while it is read (about 25 bytes an entry, in an unlinked
+	// file); "" is os.TempDir().
+	TempDir string
+	// memLimit is how many spooled bytes stay in memory before the spool
+	// moves to a file; 0 is defaultSpoolLimit.
+	memLimit int64
 }
 
 // Stats describe a conversion.
@@ -64,56 +69,15 @@ func (s *Stats) drop(format string, args ...any) {
 	}
 }
 
-// read decodes a snapshot, JSON or pickle, from r. The whole document is
-// read: a snapshot is one tree of values, not a stream.
-func read(r io.Reader) (*snapshot, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, err
-	}
-	var v any
-	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.UseNumber()
-		if err := dec.Decode(&v); err != nil {
-			return nil, fmt.Errorf("reading the JSON snapshot: %w", err)
-		}
-		v = fromJSON(v)
-	} else {
-		if len(data) == 0 {
-			return nil, errors.New("empty file: not a memory snapshot")
-		}
-		if v, err = decodePickle(data); err != nil {
-			return nil, err
-		}
-	}
-	return parseSnapshot(v)
-}
-
-func fromJSON(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = fromJSON(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = fromJSON(e)
-		}
-	case json.Number:
-		return numberText(x)
-	}
-	return v
-}
-
 // Convert reads a snapshot from r and writes its device trace to w as a
-// bfcsim trace.
-func Convert(r io.Reader, w *trace.Writer, opt Options) (Stats, error) {
-	s, err := read(r)
+// bfcsim trace. It stops, with ctx's error, soon after ctx is done.
+func Convert(ctx context.Context, r io.Reader, w *trace.Writer, opt Options) (Stats, error) {
+	s, err := read(ctx, r, opt)
 	if err != nil {
 		return Stats{}, err
 	}
-	return s.write(w, opt)
+	defer s.close()
+	return s.write(ctx, w, opt)
 }
 
 // op is one event of the converted trace, before addresses are moved.
@@ -136,10 +100,10 @@ func (s *snapshot) pickDevice(want int) (int, error) {
 		}
 		return want, nil
 	}
-	best, n := 0, -1
-	for d, t := range s.traces {
-		if l, _ := t.([]any); len(l) > n {
-			best, n = d, len(l)
+	best, n := 0, int64(-1)
+	for d := range s.traces {
+		if l := s.traceLen(d); l > n {
+			best, n = d, l
 		}
 	}
 	if n <= 0 {
@@ -162,57 +126,61 @@ func (s *snapshot) hasSegmentsOn(dev int) bool {
 
 type span struct{ lo, hi uint64 }
 
-// write converts the chosen device's trace.
-func (s *snapshot) write(w *trace.Writer, opt Options) (Stats, error) {
+// write converts the chosen device's trace, walking it three times: to
+// find the start state, to infer block sizes, and to write it.
+func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Stats, error) {
 	dev, err := s.pickDevice(opt.Device)
 	if err != nil {
 		return Stats{}, err
 	}
 	st := Stats{Device: dev}
-	entries, err := s.entries(dev)
-	if err != nil {
-		return st, err
-	}
 
 	// Walk the trace once: what it allocates and frees, and what it frees
 	// without having allocated (orphans, live at its start).
-	type liveBlock struct{ id uint64 }
-	live := map[uint64]liveBlock{}  // recorded address → block allocated in the trace
+	live := map[uint64]struct{}{}   // recorded address → block allocated in the trace
 	segsMade := map[uint64]uint64{} // address → size of segments the trace created, still held
 	pending := map[uint64]bool{}
 	var nextID uint64 = 1
 	var startBlocks []startBlock
 	var startSegs []segment
-	orphanID := map[int]uint64{} // entry index → id of the start block it frees
+	orphanID := map[int64]uint64{} // entry index → id of the start block it frees
 	var segSpans []span
-	for i, e := range entries {
+	hasT := false
+	err = s.eachEntry(ctx, dev, func(i int64, e *entry) error {
 		switch e.action {
-		case "alloc":
+		case actAlloc:
 			if _, dup := live[e.addr]; dup {
 				st.drop("entry %d: alloc of %#x, which is already allocated", i, e.addr)
-				continue
+				return nil
 			}
-			live[e.addr] = liveBlock{}
-		case "free_completed", "free":
+			live[e.addr] = struct{}{}
+		case actFreeCompleted, actFree:
 			delete(pending, e.addr)
 			if _, ok := live[e.addr]; ok {
 				delete(live, e.addr)
-				continue
+				break
 			}
 			startBlocks = append(startBlocks, startBlock{addr: e.addr, size: e.size, stream: e.stream, entry: i})
-		case "free_requested":
+		case actFreeRequested:
 			pending[e.addr] = true
-		case "segment_alloc", "segment_map":
+		case actSegmentAlloc, actSegmentMap:
 			segsMade[e.addr] = e.size
 			segSpans = append(segSpans, span{e.addr, e.addr + e.size})
-		case "segment_free", "segment_unmap":
+		case actSegmentFree, actSegmentUnmap:
 			if _, ok := segsMade[e.addr]; ok {
 				delete(segsMade, e.addr)
-				continue
+				break
 			}
 			startSegs = append(startSegs, segment{address: e.addr, totalSize: e.size, stream: e.stream})
 			segSpans = append(segSpans, span{e.addr, e.addr + e.size})
 		}
+		// The header's time unit is known before the first event is
+		// written: it is set if any event that is written has a time.
+		hasT = hasT || e.hasTime && e.action != actFreeRequested && e.action != actOther
+		return nil
+	})
+	if err != nil {
+		return st, err
 	}
 	st.PendingFrees = int64(len(pending))
 	for _, seg := range s.segments {
@@ -237,18 +205,26 @@ func (s *snapshot) write(w *trace.Writer, opt Options) (Stats, error) {
 			startBlocks = append(startBlocks, startBlock{addr: b.address, size: size, stream: seg.stream, tag: b.tag, entry: -1})
 		}
 	}
+	live, segsMade, pending = nil, nil, nil
 	slices.SortFunc(startSegs, func(a, b segment) int { return cmp.Compare(a.address, b.address) })
 	slices.SortFunc(startBlocks, func(a, b startBlock) int { return cmp.Compare(a.addr, b.addr) })
 
 	clusters := makeClusters(segSpans)
 	st.Clusters = len(clusters)
+	if err := inferSizes(startSegs, startBlocks, func(fn func(e *entry)) error {
+		return s.eachEntry(ctx, dev, func(_ int64, e *entry) error { fn(e); return nil })
+	}, &st); err != nil {
+		return st, err
+	}
 
-	var ops []op
-	ops = append(ops, op{kind: trace.OpMark, name: startStateMark})
+	em, err := newEmitter(w, clusters, opt, &st, hasT)
+	if err != nil {
+		return st, err
+	}
+	em.op(op{kind: trace.OpMark, name: startStateMark})
 	bi := 0
-	inferSizes(startSegs, startBlocks, entries, &st)
 	for _, seg := range startSegs {
-		ops = append(ops, op{kind: trace.OpReserve, addr: seg.address, size: seg.totalSize, stream: seg.stream})
+		em.op(op{kind: trace.OpReserve, addr: seg.address, size: seg.totalSize, stream: seg.stream})
 		st.StartSegments++
 		for bi < len(startBlocks) && startBlocks[bi].addr < seg.address {
 			st.drop("block at %#x: allocated before the recording, in no segment", startBlocks[bi].addr)
@@ -261,27 +237,28 @@ func (s *snapshot) write(w *trace.Writer, opt Options) (Stats, error) {
 			if b.entry >= 0 {
 				orphanID[b.entry] = id
 			}
-			ops = append(ops, op{kind: trace.OpAlloc, id: id, addr: b.addr, size: b.size, stream: seg.stream, tag: b.tag})
+			em.op(op{kind: trace.OpAlloc, id: id, addr: b.addr, size: b.size, stream: seg.stream, tag: b.tag})
 			st.StartAllocs++
 		}
 	}
 	for ; bi < len(startBlocks); bi++ {
 		st.drop("block at %#x: allocated before the recording, in no segment", startBlocks[bi].addr)
 	}
-	ops = append(ops, op{kind: trace.OpMark, name: recordingStartsMark})
+	startBlocks, startSegs = nil, nil
+	em.op(op{kind: trace.OpMark, name: recordingStartsMark})
 
 	ids := map[uint64]uint64{} // recorded address → id of the block allocated there in the trace
-	for i, e := range entries {
+	err = s.eachEntry(ctx, dev, func(i int64, e *entry) error {
 		o := op{addr: e.addr, size: e.size, stream: e.stream, t: e.timeUS, hasT: e.hasTime, tag: e.tag}
 		switch e.action {
-		case "alloc":
+		case actAlloc:
 			if _, dup := ids[e.addr]; dup {
-				continue // dropped in the first walk
+				return nil // dropped in the first walk
 			}
 			o.kind, o.id = trace.OpAlloc, nextID
 			ids[e.addr] = nextID
 			nextID++
-		case "free_completed", "free":
+		case actFreeCompleted, actFree:
 			if id, ok := ids[e.addr]; ok {
 				delete(ids, e.addr)
 				o.kind, o.id = trace.OpFree, id
@@ -289,32 +266,35 @@ func (s *snapshot) write(w *trace.Writer, opt Options) (Stats, error) {
 			}
 			id, ok := orphanID[i]
 			if !ok {
-				continue // its block was dropped
+				return nil // its block was dropped
 			}
 			o.kind, o.id = trace.OpFree, id
 			st.OrphanFrees++
-		case "segment_alloc", "segment_map":
+		case actSegmentAlloc, actSegmentMap:
 			o.kind = trace.OpReserve
-		case "segment_free", "segment_unmap":
+		case actSegmentFree, actSegmentUnmap:
 			o.kind = trace.OpRelease
-		case "snapshot", "oom":
-			o.kind, o.name = trace.OpMark, e.action
-			if e.action == "oom" {
-				o.name = fmt.Sprintf("oom (%d bytes requested)", e.size)
-			}
+		case actSnapshot:
+			o.kind, o.name = trace.OpMark, "snapshot"
+		case actOOM:
+			o.kind, o.name = trace.OpMark, fmt.Sprintf("oom (%d bytes requested)", e.size)
 		default:
-			continue // free_requested, and actions bfcsim has no use for
+			return nil // free_requested, and actions bfcsim has no use for
 		}
-		ops = append(ops, o)
+		em.op(o)
+		return em.err
+	})
+	if err != nil {
+		return st, err
 	}
-	return st, emit(w, ops, clusters, opt, &st)
+	return st, em.flush()
 }
 
 type startBlock struct {
 	addr, size uint64
 	stream     int64
 	tag        string
-	entry      int // index of its orphan free, or -1
+	entry      int64 // index of its orphan free, or -1
 }
 
 // The marks around the start state (allocators.StartStateMark and
@@ -324,14 +304,23 @@ const (
 	recordingStartsMark = "recording starts"
 )
 
-// emit writes the header and the events, with addresses moved.
-func emit(w *trace.Writer, ops []op, cl clusterList, opt Options, st *Stats) error {
+// emitter writes the header and then the events, with addresses moved,
+// keeping the conversion's counts. After the first error it writes
+// nothing more and keeps the error in err.
+type emitter struct {
+	w     *trace.Writer
+	cl    clusterList
+	st    *Stats
+	lastT float64
+	live  uint64
+	sizes map[uint64]uint64 // id → size of the live allocations
+	err   error
+}
+
+func newEmitter(w *trace.Writer, cl clusterList, opt Options, st *Stats, hasT bool) (*emitter, error) {
 	h := trace.Header{Version: trace.FormatVersion, Name: opt.Name, Source: "pytorch-snapshot", Meta: map[string]string{}}
-	for _, o := range ops {
-		if o.hasT {
-			h.TimeUnit = "us"
-			break
-		}
+	if hasT {
+		h.TimeUnit = "us"
 	}
 	var m strings.Builder
 	m.WriteByte('[')
@@ -345,59 +334,68 @@ func emit(w *trace.Writer, ops []op, cl clusterList, opt Options, st *Stats) err
 	h.Meta["address_map"] = m.String()
 	h.Meta["device"] = fmt.Sprint(st.Device)
 	if err := w.WriteHeader(h); err != nil {
-		return err
+		return nil, err
 	}
-	var lastT float64
-	var live uint64
-	sizes := map[uint64]uint64{} // id → size
-	for _, o := range ops {
-		ev := trace.Event{Op: o.kind, ID: o.id, Size: o.size, Tag: o.tag, Name: o.name}
-		if o.kind == trace.OpAlloc || o.kind == trace.OpReserve || o.kind == trace.OpRelease {
-			a, ok := cl.move(o.addr)
-			if !ok {
-				if o.kind == trace.OpAlloc {
-					// An allocation in no known segment still happened: keep
-					// it, without a recorded address to compare with.
-					st.drop("alloc of %d bytes at %#x: in no segment the snapshot knows; kept without its address", o.size, o.addr)
-				} else {
-					st.drop("%s at %#x: in no segment the snapshot knows", o.kind, o.addr)
-					continue
-				}
+	return &emitter{w: w, cl: cl, st: st, sizes: map[uint64]uint64{}}, nil
+}
+
+func (em *emitter) op(o op) {
+	if em.err != nil {
+		return
+	}
+	st := em.st
+	ev := trace.Event{Op: o.kind, ID: o.id, Size: o.size, Tag: o.tag, Name: o.name}
+	if o.kind == trace.OpAlloc || o.kind == trace.OpReserve || o.kind == trace.OpRelease {
+		a, ok := em.cl.move(o.addr)
+		if !ok {
+			if o.kind == trace.OpAlloc {
+				// An allocation in no known segment still happened: keep
+				// it, without a recorded address to compare with.
+				st.drop("alloc of %d bytes at %#x: in no segment the snapshot knows; kept without its address", o.size, o.addr)
 			} else {
-				ev.Addr = a
-				if o.kind == trace.OpAlloc {
-					ev.Flags |= trace.HasAddr
-				}
+				st.drop("%s at %#x: in no segment the snapshot knows", o.kind, o.addr)
+				return
+			}
+		} else {
+			ev.Addr = a
+			if o.kind == trace.OpAlloc {
+				ev.Flags |= trace.HasAddr
 			}
 		}
-		if o.kind == trace.OpAlloc || o.kind == trace.OpReserve {
-			ev.Stream = o.stream
-			ev.Flags |= trace.HasStream
-		}
-		if o.hasT {
-			// A recording's clock may step back (the ring buffer, clock
-			// adjustments); the trace format wants it non-decreasing.
-			ev.T = max(o.t, lastT)
-			lastT = ev.T
-			ev.Flags |= trace.HasT
-		}
-		if err := w.Write(ev); err != nil {
-			return err
-		}
-		st.Events++
-		switch o.kind {
-		case trace.OpAlloc:
-			st.Allocs++
-			sizes[o.id] = o.size
-			live += o.size
-			st.PeakLiveBytes = max(st.PeakLiveBytes, live)
-		case trace.OpFree:
-			st.Frees++
-			live -= sizes[o.id]
-			delete(sizes, o.id)
-		}
 	}
-	return w.Flush()
+	if o.kind == trace.OpAlloc || o.kind == trace.OpReserve {
+		ev.Stream = o.stream
+		ev.Flags |= trace.HasStream
+	}
+	if o.hasT {
+		// A recording's clock may step back (the ring buffer, clock
+		// adjustments); the trace format wants it non-decreasing.
+		ev.T = max(o.t, em.lastT)
+		em.lastT = ev.T
+		ev.Flags |= trace.HasT
+	}
+	if em.err = em.w.Write(ev); em.err != nil {
+		return
+	}
+	st.Events++
+	switch o.kind {
+	case trace.OpAlloc:
+		st.Allocs++
+		em.sizes[o.id] = o.size
+		em.live += o.size
+		st.PeakLiveBytes = max(st.PeakLiveBytes, em.live)
+	case trace.OpFree:
+		st.Frees++
+		em.live -= em.sizes[o.id]
+		delete(em.sizes, o.id)
+	}
+}
+
+func (em *emitter) flush() error {
+	if em.err != nil {
+		return em.err
+	}
+	return em.w.Flush()
 }
 
 // inferSizes works out the blocks of allocations made before the recording
@@ -414,7 +412,8 @@ func emit(w *trace.Writer, ops []op, cl clusterList, opt Options, st *Stats) err
 //     slack, ends where the allocation starts.
 //
 // Blocks neither tells about keep their requested size (Stats.SizesUnknown).
-func inferSizes(segs []segment, blocks []startBlock, entries []entry, st *Stats) {
+// walk calls its function with each entry of the trace, in order.
+func inferSizes(segs []segment, blocks []startBlock, walk func(func(e *entry)) error, st *Stats) error {
 	type region struct {
 		lo, hi uint64 // the block's start and the next block's (or the segment's end)
 		i      int    // index in blocks
@@ -444,12 +443,12 @@ func inferSizes(segs []segment, blocks []startBlock, entries []entry, st *Stats)
 		}
 		open = append(open, region{lo: b.addr, hi: next, i: i, small: small})
 	}
-	settle := func(r *region, e entry) {
+	settle := func(r *region, e *entry) {
 		r.done = true
 		b := &blocks[r.i]
 		end := b.addr + roundSize(b.size)
 		slack := e.addr - min(e.addr, end)
-		if e.action == "alloc" && e.addr >= end && e.addr < r.hi &&
+		if e.action == actAlloc && e.addr >= end && e.addr < r.hi &&
 			(r.small && slack < minBlockSize || !r.small && slack <= smallSize) {
 			b.size = roundSize(b.size) + slack
 			st.SizesInferred++
@@ -457,9 +456,12 @@ func inferSizes(segs []segment, blocks []startBlock, entries []entry, st *Stats)
 		}
 		st.SizesUnknown++
 	}
-	for _, e := range entries {
-		if e.action != "alloc" && e.action != "free_completed" && e.action != "free" {
-			continue
+	if len(open) == 0 {
+		return nil // nothing to learn from the trace: do not walk it
+	}
+	err := walk(func(e *entry) {
+		if e.action != actAlloc && e.action != actFreeCompleted && e.action != actFree {
+			return
 		}
 		// The regions containing e.addr: the one starting at or below it,
 		// and the one before, when e.addr is where it ends (the next
@@ -470,12 +472,16 @@ func inferSizes(segs []segment, blocks []startBlock, entries []entry, st *Stats)
 				settle(&open[j], e)
 			}
 		}
+	})
+	if err != nil {
+		return err
 	}
 	for j := range open {
 		if !open[j].done {
 			st.SizesUnknown++
 		}
 	}
+	return nil
 }
 
 // PyTorch's pools: a segment of exactly kSmallBuffer serves the small pool.

@@ -2,6 +2,7 @@ package pytorch
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -19,7 +20,7 @@ func convertFile(t *testing.T, name string, opt Options) (Stats, []trace.Event, 
 	require.NoError(t, err)
 	defer f.Close()
 	var buf bytes.Buffer
-	st, err := Convert(f, trace.NewWriter(&buf), opt)
+	st, err := Convert(context.Background(), f, trace.NewWriter(&buf), opt)
 	require.NoError(t, err, name)
 	r, err := trace.NewReader(bytes.NewReader(buf.Bytes()), name)
 	require.NoError(t, err)
@@ -119,7 +120,7 @@ func TestBigInts(t *testing.T) {
 	f, err := os.Open("testdata/proto5-bigints.pickle")
 	require.NoError(t, err)
 	defer f.Close()
-	_, err = Convert(f, trace.NewWriter(&bytes.Buffer{}), Options{Device: 1})
+	_, err = Convert(context.Background(), f, trace.NewWriter(&bytes.Buffer{}), Options{Device: 1})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "device_traces[1][0]: size is 1180591620717411303424, which does not fit in 64 bits")
 }
@@ -128,7 +129,7 @@ func TestRefusesCode(t *testing.T) {
 	f, err := os.Open("testdata/global.pickle")
 	require.NoError(t, err)
 	defer f.Close()
-	_, err = Convert(f, trace.NewWriter(&bytes.Buffer{}), Options{Device: -1})
+	_, err = Convert(context.Background(), f, trace.NewWriter(&bytes.Buffer{}), Options{Device: -1})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "opcode GLOBAL at byte")
 
@@ -156,6 +157,13 @@ func TestRefusesCode(t *testing.T) {
 	}
 }
 
+// decodePickle walks a pickle in memory.
+func decodePickle(data []byte) (value, error) {
+	b := newBuilder(newSpool("", defaultSpoolLimit))
+	defer b.sp.Close()
+	return readPickle(bytes.NewReader(data), b)
+}
+
 // A hand-written snapshot: what was live before the recording comes first,
 // at its recorded place, then the recording.
 func TestStartStateByHand(t *testing.T) {
@@ -173,7 +181,7 @@ func TestStartStateByHand(t *testing.T) {
 	    {"action": "free_completed", "addr": 8389632, "size": 100, "stream": 0, "time_us": 9},
 	    {"action": "snapshot", "addr": 0, "size": 0, "stream": 0, "time_us": 10}]]}`
 	var buf bytes.Buffer
-	st, err := Convert(strings.NewReader(snap), trace.NewWriter(&buf), Options{Device: -1, Name: "hand"})
+	st, err := Convert(context.Background(), strings.NewReader(snap), trace.NewWriter(&buf), Options{Device: -1, Name: "hand"})
 	require.NoError(t, err)
 	want := `{"bfcsim_trace":1,"name":"hand","source":"pytorch-snapshot","time_unit":"us","address_map":[{"recorded":"0x800000","replayed":"0x10000000000","bytes":2097152}],"device":0}
 {"op":"mark","name":"start state"}
@@ -193,14 +201,14 @@ func TestStartStateByHand(t *testing.T) {
 
 func TestDeviceChoice(t *testing.T) {
 	const snap = `{"segments": [], "device_traces": [[], [{"action": "segment_alloc", "addr": 4194304, "size": 2097152, "stream": 0}]]}`
-	st, err := Convert(strings.NewReader(snap), trace.NewWriter(&bytes.Buffer{}), Options{Device: -1})
+	st, err := Convert(context.Background(), strings.NewReader(snap), trace.NewWriter(&bytes.Buffer{}), Options{Device: -1})
 	require.NoError(t, err)
 	assert.Equal(t, 1, st.Device, "the device with the most entries")
-	_, err = Convert(strings.NewReader(snap), trace.NewWriter(&bytes.Buffer{}), Options{Device: 5})
+	_, err = Convert(context.Background(), strings.NewReader(snap), trace.NewWriter(&bytes.Buffer{}), Options{Device: 5})
 	assert.ErrorContains(t, err, "--device 5")
-	_, err = Convert(strings.NewReader(`{"blocks": []}`), trace.NewWriter(&bytes.Buffer{}), Options{Device: -1})
+	_, err = Convert(context.Background(), strings.NewReader(`{"blocks": []}`), trace.NewWriter(&bytes.Buffer{}), Options{Device: -1})
 	assert.ErrorContains(t, err, "not a memory snapshot")
-	_, err = Convert(strings.NewReader(`[1, 2]`), trace.NewWriter(&bytes.Buffer{}), Options{Device: -1})
+	_, err = Convert(context.Background(), strings.NewReader(`[1, 2]`), trace.NewWriter(&bytes.Buffer{}), Options{Device: -1})
 	assert.ErrorContains(t, err, "not a memory snapshot")
 }
 
@@ -233,7 +241,7 @@ func FuzzConvert(f *testing.F) {
 	f.Add([]byte(`{"segments":[{"address":1,"total_size":5,"blocks":[{"size":9,"state":"active"}]}],"device_traces":[[{"action":"free","addr":3}]]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var buf bytes.Buffer
-		if _, err := Convert(bytes.NewReader(data), trace.NewWriter(&buf), Options{Device: -1}); err != nil {
+		if _, err := Convert(context.Background(), bytes.NewReader(data), trace.NewWriter(&buf), Options{Device: -1}); err != nil {
 			return
 		}
 		r, err := trace.NewReader(bytes.NewReader(buf.Bytes()), "fuzz")
@@ -259,7 +267,7 @@ func TestSlackInferredFromTheRecording(t *testing.T) {
 	    {"action": "free_completed", "addr": 20971520, "size": 2097153, "stream": 0},
 	    {"action": "free_completed", "addr": 23592960, "size": 1048577, "stream": 0}]]}`
 	var buf bytes.Buffer
-	st, err := Convert(strings.NewReader(snap), trace.NewWriter(&buf), Options{Device: -1})
+	st, err := Convert(context.Background(), strings.NewReader(snap), trace.NewWriter(&buf), Options{Device: -1})
 	require.NoError(t, err)
 	// B at 20 MiB asked for 2 MiB + 1 (a 2 MiB + 512 block), but the first
 	// allocation after it lands 2.5 MiB in: B had 512 KiB of slack.
@@ -272,7 +280,7 @@ func TestSlackInferredFromTheRecording(t *testing.T) {
 	noHint = strings.Replace(noHint, `,
 	    {"action": "free_completed", "addr": 23592960, "size": 1048577, "stream": 0}`, "", 1)
 	buf.Reset()
-	st, err = Convert(strings.NewReader(noHint), trace.NewWriter(&buf), Options{Device: -1})
+	st, err = Convert(context.Background(), strings.NewReader(noHint), trace.NewWriter(&buf), Options{Device: -1})
 	require.NoError(t, err)
 	assert.Contains(t, buf.String(), `{"op":"alloc","id":1,"size":2097153,"stream":0,"addr":1099511627776}`)
 	assert.Equal(t, 1, st.SizesUnknown)

@@ -1,51 +1,67 @@
 // Package pytorch imports PyTorch CUDA memory snapshots, the files
 // torch.cuda.memory._dump_snapshot writes, as bfcsim traces.
 //
-// A snapshot is a pickle (protocol 2 to 5) or JSON document of plain data:
+// A snapshot is a pickle (protocol 0 to 5) or JSON document of plain data:
 // the device's segments with their blocks at the moment of the snapshot,
 // and per device a trace of allocator actions (alloc, free_requested,
-// free_completed, segment_alloc, segment_free, ...). The recording usually
-// starts mid-run and its ring buffer may have wrapped, so the trace alone
-// does not say what was allocated when it starts. Conversion works in five
-// steps:
+// free_completed, segment_alloc, segment_free, ...). Recordings of real
+// training runs hold tens of millions of entries, and their stacks
+// ("frames") are shared objects: one list per distinct stack, one dict per
+// distinct frame. The recording usually starts mid-run and its ring buffer
+// may have wrapped, so the trace alone does not say what was allocated when
+// it starts. Conversion works in six steps:
 //
-//  1. Read the document: JSON by its first byte, a pickle otherwise, whose
-//     opcodes are checked before decoding so that no code can run.
+//  1. Read the document once, as a stream (pickle.go, json.go): no tree of
+//     it is built. Each container is reduced when it is placed in its
+//     parent (builder.go): a dict placed in a list is written as a compact
+//     record to that list's chain in a spool, in memory while small and in
+//     an unlinked temporary file after (spool.go); a frames list becomes a
+//     tag once per list object. Memory holds the memo's live objects, the
+//     distinct strings and frames, and the lists, not the entries. No
+//     opcode that could run code is executed: they are refused by name.
 //  2. Pick the device (--device, else the one with the most trace entries)
-//     and walk its trace once, noting what it allocates and frees.
+//     and walk its trace once, from the spool, noting what it allocates and
+//     frees.
 //  3. Rebuild the start state: the segments and blocks live when the trace
 //     starts are those the final snapshot holds that the trace did not
 //     create, and those the trace frees without having created them
-//     ("orphan" frees).
+//     ("orphan" frees). A second walk infers what it can of the size of
+//     blocks known only by their requested size (inferSizes).
 //  4. Move addresses into the simulated device: segments that overlap in
 //     address at any time form clusters, laid out from 1<<40 in address
 //     order with gaps of at most 2 MiB. Offsets inside a cluster, and so
 //     every address relation the allocator sees, are kept; the header's
 //     address_map says how to map back.
-//  5. Write the trace: a mark "start state", a reserve and the live blocks
-//     (allocs carrying their recorded address) for each starting segment, a
-//     mark "recording starts", then every action in order: alloc (with the
-//     requested size, recorded address, stream, time and a tag from the top
-//     frame), free (at free_completed, when the block really returns to the
-//     allocator), reserve and release for segments, marks for snapshots and
-//     out-of-memory events.
+//  5. Write the start state: a mark "start state", a reserve and the live
+//     blocks (allocs carrying their recorded address) for each starting
+//     segment, a mark "recording starts".
+//  6. Walk the trace a third time, writing every action in order as it is
+//     read: alloc (with the requested size, recorded address, stream, time
+//     and a tag from the top frame), free (at free_completed, when the block
+//     really returns to the allocator), reserve and release for segments,
+//     marks for snapshots and out-of-memory events.
+//
+// Time is linear in the file, and memory does not grow with the number of
+// trace entries: it grows with the final state (segments and blocks), the
+// allocations live at once, and the distinct strings, frames and stacks.
 package pytorch
 
 import (
+	"bufio"
+	"context"
+	"errors"
 	"fmt"
-	"math"
-	"math/big"
-	"path"
-	"strconv"
+	"io"
 )
 
 // snapshot is the part of a memory snapshot the importer reads.
 type snapshot struct {
+	b        *builder
 	segments []segment
-	// traces are the device traces as decoded, by device; only the chosen
-	// device's is read (entries), so that what other devices hold cannot
+	// traces are the items of device_traces, by device; only the chosen
+	// device's is read (eachEntry), so that what other devices hold cannot
 	// stop an import.
-	traces []any
+	traces []value
 }
 
 type segment struct {
@@ -65,8 +81,38 @@ type block struct {
 	tag           string
 }
 
+// action is a trace entry's action.
+type action uint8
+
+const (
+	actOther action = iota
+	actAlloc
+	actFreeRequested
+	actFreeCompleted
+	actFree
+	actSegmentAlloc
+	actSegmentFree
+	actSegmentMap
+	actSegmentUnmap
+	actSnapshot
+	actOOM
+)
+
+var actionNames = map[string]action{
+	"alloc":          actAlloc,
+	"free_requested": actFreeRequested,
+	"free_completed": actFreeCompleted,
+	"free":           actFree,
+	"segment_alloc":  actSegmentAlloc,
+	"segment_free":   actSegmentFree,
+	"segment_map":    actSegmentMap,
+	"segment_unmap":  actSegmentUnmap,
+	"snapshot":       actSnapshot,
+	"oom":            actOOM,
+}
+
 type entry struct {
-	action  string
+	action  action
 	addr    uint64
 	size    uint64
 	stream  int64
@@ -75,241 +121,337 @@ type entry struct {
 	tag     string
 }
 
-// doc reads fields of a decoded map, remembering the first error with the
-// path that led to it.
-type doc struct {
-	err error
-}
-
-func (d *doc) fail(where, format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%s: %s", where, fmt.Sprintf(format, args...))
+// read reads a snapshot, JSON by its first byte or a pickle, from r. Its
+// spool must be closed (snapshot.close) once the snapshot is written.
+func read(ctx context.Context, r io.Reader, opt Options) (*snapshot, error) {
+	br := bufio.NewReaderSize(ctxReader{ctx: ctx, r: r}, 4096)
+	first, err := firstByte(br)
+	if err != nil {
+		return nil, err
 	}
-}
-
-// uint reads an unsigned integer (an int, a big int below 2^64, a float
-// holding a whole number, or a JSON number).
-func (d *doc) uint(m map[string]any, key, where string) uint64 {
-	v, ok := m[key]
-	if !ok || v == nil {
-		return 0
+	limit := opt.memLimit
+	if limit == 0 {
+		limit = defaultSpoolLimit
 	}
-	switch x := v.(type) {
-	case int64:
-		if x >= 0 {
-			return uint64(x)
-		}
-	case *big.Int:
-		if x.Sign() >= 0 && x.IsUint64() {
-			return x.Uint64()
-		}
-		d.fail(where, "%s is %s, which does not fit in 64 bits", key, x)
-		return 0
-	case float64:
-		if x >= 0 && x == math.Trunc(x) && x < 1<<64 {
-			return uint64(x)
-		}
-	case numberText:
-		if u, err := strconv.ParseUint(string(x), 10, 64); err == nil {
-			return u
-		}
-		if f, err := strconv.ParseFloat(string(x), 64); err == nil && f >= 0 && f == math.Trunc(f) && f < 1<<64 {
-			return uint64(f)
-		}
-		d.fail(where, "%s is %s, not a whole number below 2^64", key, string(x))
-		return 0
-	}
-	d.fail(where, "%s is %v, not an unsigned integer", key, v)
-	return 0
-}
-
-func (d *doc) int(m map[string]any, key, where string) int64 {
-	v, ok := m[key]
-	if !ok || v == nil {
-		return 0
-	}
-	switch x := v.(type) {
-	case int64:
-		return x
-	case float64:
-		if x == math.Trunc(x) && math.Abs(x) < 1<<63 {
-			return int64(x)
-		}
-	case numberText:
-		if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
-			return i
-		}
-	case *big.Int:
-		// A stream handle can be any pointer-sized value; keep its low bits.
-		return int64(new(big.Int).And(x, new(big.Int).SetUint64(math.MaxUint64)).Uint64())
-	}
-	d.fail(where, "%s is %v, not an integer", key, v)
-	return 0
-}
-
-func (d *doc) float(m map[string]any, key, where string) (float64, bool) {
-	v, ok := m[key]
-	if !ok || v == nil {
-		return 0, false
-	}
-	switch x := v.(type) {
-	case float64:
-		return x, true
-	case int64:
-		return float64(x), true
-	case *big.Int:
-		f, _ := new(big.Float).SetInt(x).Float64()
-		return f, true
-	case numberText:
-		if f, err := strconv.ParseFloat(string(x), 64); err == nil {
-			return f, true
+	b := newBuilder(newSpool(opt.TempDir, limit))
+	var top value
+	if first == '{' || first == '[' {
+		top, err = readJSON(br, b)
+	} else {
+		top, err = readPickle(br, b)
+		if err != nil && first != '\x80' && !errors.As(err, &codeError{}) {
+			err = fmt.Errorf("not a memory snapshot (neither JSON nor a pickle of protocol 2 or later): %w", err)
 		}
 	}
-	d.fail(where, "%s is %v, not a number", key, v)
-	return 0, false
-}
-
-func (d *doc) str(m map[string]any, key string) string {
-	s, _ := m[key].(string)
-	return s
-}
-
-func (d *doc) list(m map[string]any, key, where string) []any {
-	v, ok := m[key]
-	if !ok || v == nil {
-		return nil
+	if err == nil {
+		err = b.sp.finish()
 	}
-	l, ok := v.([]any)
-	if !ok {
-		d.fail(where, "%s is a %T, not a list", key, v)
+	var s *snapshot
+	if err == nil {
+		s, err = b.snapshot(top)
 	}
-	return l
-}
-
-func (d *doc) dict(v any, where string) map[string]any {
-	m, ok := v.(map[string]any)
-	if !ok {
-		d.fail(where, "a %T where a dict was expected", v)
-	}
-	return m
-}
-
-// numberText is a JSON number as written, so that big integers survive.
-type numberText string
-
-// parseSnapshot reads the decoded document.
-func parseSnapshot(v any) (*snapshot, error) {
-	d := &doc{}
-	top := d.dict(v, "the snapshot")
-	if d.err != nil {
-		return nil, fmt.Errorf("not a memory snapshot: %w", d.err)
-	}
-	if _, ok := top["segments"]; !ok {
-		return nil, fmt.Errorf("not a memory snapshot: no segments key (it has %d keys)", len(top))
-	}
-	s := &snapshot{}
-	for i, sv := range d.list(top, "segments", "the snapshot") {
-		where := fmt.Sprintf("segments[%d]", i)
-		sm := d.dict(sv, where)
-		if sm == nil {
-			break
-		}
-		seg := segment{
-			device:     d.int(sm, "device", where),
-			address:    d.uint(sm, "address", where),
-			totalSize:  d.uint(sm, "total_size", where),
-			stream:     d.int(sm, "stream", where),
-			expandable: sm["is_expandable"] == true,
-		}
-		addr := seg.address
-		for j, bv := range d.list(sm, "blocks", where) {
-			bw := fmt.Sprintf("%s.blocks[%d]", where, j)
-			bm := d.dict(bv, bw)
-			if bm == nil {
-				break
-			}
-			b := block{
-				size:          d.uint(bm, "size", bw),
-				requestedSize: d.uint(bm, "requested_size", bw),
-				state:         d.str(bm, "state"),
-				tag:           frameTag(d, bm, bw),
-			}
-			// Older snapshots leave the address out: blocks tile the segment.
-			b.address = addr
-			if _, ok := bm["address"]; ok {
-				b.address = d.uint(bm, "address", bw)
-			}
-			addr = b.address + b.size
-			seg.blocks = append(seg.blocks, b)
-		}
-		s.segments = append(s.segments, seg)
-	}
-	s.traces = d.list(top, "device_traces", "the snapshot")
-	if d.err != nil {
-		return nil, d.err
+	if err != nil {
+		b.sp.Close()
+		return nil, err
 	}
 	return s, nil
 }
 
-// entries reads one device's trace.
-func (s *snapshot) entries(dev int) ([]entry, error) {
-	if dev >= len(s.traces) || s.traces[dev] == nil {
-		return nil, nil
-	}
-	d := &doc{}
-	where := fmt.Sprintf("device_traces[%d]", dev)
-	l, ok := s.traces[dev].([]any)
-	if !ok {
-		return nil, fmt.Errorf("%s: a %T, not a list", where, s.traces[dev])
-	}
-	entries := make([]entry, 0, len(l))
-	for j, ev := range l {
-		ew := fmt.Sprintf("%s[%d]", where, j)
-		em := d.dict(ev, ew)
-		if em == nil {
-			break
+// firstByte returns the first byte that is not white space.
+func firstByte(br *bufio.Reader) (byte, error) {
+	for {
+		c, err := br.ReadByte()
+		if err == io.EOF {
+			return 0, errors.New("empty file: not a memory snapshot")
 		}
-		e := entry{
-			action: d.str(em, "action"),
-			addr:   d.uint(em, "addr", ew),
-			size:   d.uint(em, "size", ew),
-			stream: d.int(em, "stream", ew),
-			tag:    frameTag(d, em, ew),
+		if err != nil {
+			return 0, err
 		}
-		e.timeUS, e.hasTime = d.float(em, "time_us", ew)
-		entries = append(entries, e)
+		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			return c, br.UnreadByte()
+		}
 	}
-	return entries, d.err
 }
 
-// frameTag names an allocation by the innermost Python frame of its stack
-// (or the innermost frame when none is Python): "forward (model.py:42)".
-func frameTag(d *doc, m map[string]any, where string) string {
-	frames := d.list(m, "frames", where)
-	var first map[string]any
-	for _, f := range frames {
-		fm, _ := f.(map[string]any)
-		if fm == nil {
-			continue
+func (s *snapshot) close() { s.b.sp.Close() }
+
+// where is the path to an item, for messages: "segments[3]".
+func where(parent string, i int64) string { return fmt.Sprintf("%s[%d]", parent, i) }
+
+// snapshot reads the segments and the device traces out of the top-level
+// value.
+func (b *builder) snapshot(top value) (*snapshot, error) {
+	if top.kind != kDict {
+		return nil, fmt.Errorf("not a memory snapshot: its top level is a %s, not a dict", top.typeName())
+	}
+	d, err := b.dict(top)
+	if err != nil {
+		return nil, err
+	}
+	var segs, traces value
+	for _, f := range d.fields {
+		switch f.key {
+		case keySegments:
+			segs = f.v
+		case keyDeviceTraces:
+			traces = f.v
 		}
-		if first == nil {
-			first = fm
+	}
+	if segs.kind == 0 {
+		return nil, fmt.Errorf("not a memory snapshot: its top-level dict has no segments key (it has %s)", b.describeKeys(d))
+	}
+	s := &snapshot{b: b}
+	if err := s.readSegments(segs); err != nil {
+		return nil, err
+	}
+	if err := s.readTraces(traces); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// listOf returns the list a field holds; nil for None or a missing field.
+func (b *builder) listOf(v value, key, where string) (*listNode, error) {
+	switch v.kind {
+	case 0, kNone:
+		return nil, nil
+	case kList:
+		return b.list(v)
+	}
+	return nil, fmt.Errorf("%s: %s is a %s, not a list", where, key, v.typeName())
+}
+
+func (s *snapshot) readSegments(v value) error {
+	b := s.b
+	l, err := b.listOf(v, "segments", "the snapshot")
+	if l == nil || err != nil {
+		return err
+	}
+	cr := b.chain(l)
+	var rec record
+	for {
+		err := cr.next(&rec)
+		if err == io.EOF {
+			return nil
 		}
-		if file := d.str(fm, "filename"); path.Ext(file) == ".py" {
-			first = fm
+		if err != nil {
+			return err
+		}
+		w := where("segments", rec.index)
+		if !rec.dict {
+			return fmt.Errorf("%s: a %s where a dict was expected", w, rec.item.typeName())
+		}
+		seg := segment{expandable: rec.get(keyIsExpandable).kind == kTrue}
+		if seg.device, err = b.asInt(rec.get(keyDevice), "device"); err == nil {
+			if seg.address, err = b.asUint(rec.get(keyAddress), "address"); err == nil {
+				if seg.totalSize, err = b.asUint(rec.get(keyTotalSize), "total_size"); err == nil {
+					seg.stream, err = b.asInt(rec.get(keyStream), "stream")
+				}
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", w, err)
+		}
+		if seg.blocks, err = s.readBlocks(rec.get(keyBlocks), w, seg.address); err != nil {
+			return err
+		}
+		s.segments = append(s.segments, seg)
+	}
+}
+
+func (s *snapshot) readBlocks(v value, parent string, addr uint64) ([]block, error) {
+	b := s.b
+	l, err := b.listOf(v, "blocks", parent)
+	if l == nil || err != nil {
+		return nil, err
+	}
+	if l.used {
+		// Shared blocks lists would make the start state grow with the
+		// square of the file.
+		return nil, fmt.Errorf("%s: its blocks list is another segment's too; a memory snapshot never shares them", parent)
+	}
+	l.used = true
+	var blocks []block
+	cr := b.chain(l)
+	var rec record
+	for {
+		err := cr.next(&rec)
+		if err == io.EOF {
+			return blocks, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		w := where(parent+".blocks", rec.index)
+		if !rec.dict {
+			return nil, fmt.Errorf("%s: a %s where a dict was expected", w, rec.item.typeName())
+		}
+		bl := block{state: b.asStr(rec.get(keyState))}
+		if bl.size, err = b.asUint(rec.get(keySize), "size"); err == nil {
+			if bl.requestedSize, err = b.asUint(rec.get(keyRequestedSize), "requested_size"); err == nil {
+				bl.tag, err = b.tagText(rec.get(keyFrames))
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", w, err)
+		}
+		// Older snapshots leave the address out: blocks tile the segment.
+		bl.address = addr
+		if rec.has(keyAddress) {
+			if bl.address, err = b.asUint(rec.get(keyAddress), "address"); err != nil {
+				return nil, fmt.Errorf("%s: %w", w, err)
+			}
+		}
+		addr = bl.address + bl.size
+		blocks = append(blocks, bl)
+	}
+}
+
+// tagText returns the tag of an item's frames: the reduced frames list, or
+// nothing.
+func (b *builder) tagText(v value) (string, error) {
+	switch v.kind {
+	case 0, kNone:
+		return "", nil
+	case kTag:
+		t := b.tags[v.aux]
+		if t.err != "" {
+			return "", errors.New(t.err)
+		}
+		return t.text, nil
+	}
+	return "", fmt.Errorf("frames is a %s, not a list", v.typeName())
+}
+
+func (s *snapshot) readTraces(v value) error {
+	b := s.b
+	l, err := b.listOf(v, "device_traces", "the snapshot")
+	if l == nil || err != nil {
+		return err
+	}
+	// Items written as frames (dicts with only a frame's keys) leave gaps
+	// in the chain; they are dicts, not traces.
+	s.traces = make([]value, 0, min(l.n, 1<<16))
+	cr := b.chain(l)
+	var rec record
+	for {
+		err := cr.next(&rec)
+		if err == io.EOF {
 			break
 		}
+		if err != nil {
+			return err
+		}
+		for int64(len(s.traces)) < rec.index {
+			s.traces = append(s.traces, value{kind: kFrame})
+		}
+		if rec.dict {
+			s.traces = append(s.traces, value{kind: kDict})
+		} else {
+			s.traces = append(s.traces, rec.item)
+		}
 	}
-	if first == nil {
-		return ""
+	for int64(len(s.traces)) < l.n {
+		s.traces = append(s.traces, value{kind: kFrame})
 	}
-	name, file := d.str(first, "name"), path.Base(d.str(first, "filename"))
-	line := d.int(first, "line", where)
-	switch {
-	case file == "." || file == "":
-		return name
-	case name == "":
-		return fmt.Sprintf("%s:%d", file, line)
+	return nil
+}
+
+// traceLen is how many entries device dev's trace has.
+func (s *snapshot) traceLen(dev int) int64 {
+	if dev >= len(s.traces) || s.traces[dev].kind != kList {
+		return 0
 	}
-	return fmt.Sprintf("%s (%s:%d)", name, file, line)
+	l, err := s.b.list(s.traces[dev])
+	if err != nil {
+		return 0
+	}
+	return l.n
+}
+
+// entryCheckEvery is how many entries pass between checks for an
+// interrupt.
+const entryCheckEvery = 1 << 14
+
+// eachEntry calls fn with each entry of device dev's trace, in order, with
+// its index in the trace. Entries are decoded from the spool; the first
+// one that does not fit the schema stops the walk with an error naming it.
+func (s *snapshot) eachEntry(ctx context.Context, dev int, fn func(i int64, e *entry) error) error {
+	if dev >= len(s.traces) {
+		return nil
+	}
+	b := s.b
+	parent := fmt.Sprintf("device_traces[%d]", dev)
+	var l *listNode
+	switch v := s.traces[dev]; v.kind {
+	case kNone, kTag:
+		return nil // no trace; a list of frames holds no entries
+	case kList:
+		var err error
+		if l, err = b.list(v); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("%s: a %s, not a list", parent, v.typeName())
+	}
+	cr := b.chain(l)
+	var rec record
+	var e entry
+	for n := 0; ; n++ {
+		if n%entryCheckEvery == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		err := cr.next(&rec)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !rec.dict {
+			return fmt.Errorf("%s: a %s where a dict was expected", where(parent, rec.index), rec.item.typeName())
+		}
+		if err := b.decodeEntry(&rec, &e); err != nil {
+			return fmt.Errorf("%s: %w", where(parent, rec.index), err)
+		}
+		if err := fn(rec.index, &e); err != nil {
+			return err
+		}
+	}
+}
+
+func (b *builder) decodeEntry(rec *record, e *entry) error {
+	var err error
+	e.action = actOther
+	if a := rec.get(keyAction); a.kind == kStr {
+		e.action = b.strs.act[a.aux]
+	}
+	if e.addr, err = b.asUint(rec.get(keyAddr), "addr"); err != nil {
+		return err
+	}
+	if e.size, err = b.asUint(rec.get(keySize), "size"); err != nil {
+		return err
+	}
+	if e.stream, err = b.asInt(rec.get(keyStream), "stream"); err != nil {
+		return err
+	}
+	if e.tag, err = b.tagText(rec.get(keyFrames)); err != nil {
+		return err
+	}
+	e.timeUS, e.hasTime, err = b.asFloat(rec.get(keyTimeUS), "time_us")
+	return err
+}
+
+// ctxReader fails its reads once ctx is done, so that reading a large
+// snapshot stops on an interrupt.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
