@@ -3,6 +3,7 @@ package pytorch
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -126,6 +127,9 @@ func (s *snapshot) hasSegmentsOn(dev int) bool {
 
 type span struct{ lo, hi uint64 }
 
+// errStopWalk ends a walk of the trace early.
+var errStopWalk = errors.New("stop")
+
 // write converts the chosen device's trace, walking it three times: to
 // find the start state, to infer block sizes, and to write it.
 func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Stats, error) {
@@ -211,8 +215,17 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 
 	clusters := makeClusters(segSpans)
 	st.Clusters = len(clusters)
-	if err := inferSizes(startSegs, startBlocks, func(fn func(e *entry)) error {
-		return s.eachEntry(ctx, dev, func(_ int64, e *entry) error { fn(e); return nil })
+	if err := inferSizes(startSegs, startBlocks, func(fn func(e *entry) bool) error {
+		err := s.eachEntry(ctx, dev, func(_ int64, e *entry) error {
+			if !fn(e) {
+				return errStopWalk
+			}
+			return nil
+		})
+		if err == errStopWalk {
+			return nil
+		}
+		return err
 	}, &st); err != nil {
 		return st, err
 	}
@@ -412,8 +425,9 @@ func (em *emitter) flush() error {
 //     slack, ends where the allocation starts.
 //
 // Blocks neither tells about keep their requested size (Stats.SizesUnknown).
-// walk calls its function with each entry of the trace, in order.
-func inferSizes(segs []segment, blocks []startBlock, walk func(func(e *entry)) error, st *Stats) error {
+// walk calls its function with each entry of the trace, in order, until
+// it returns false: the walk ends as soon as every block is settled.
+func inferSizes(segs []segment, blocks []startBlock, walk func(func(e *entry) bool) error, st *Stats) error {
 	type region struct {
 		lo, hi uint64 // the block's start and the next block's (or the segment's end)
 		i      int    // index in blocks
@@ -443,8 +457,10 @@ func inferSizes(segs []segment, blocks []startBlock, walk func(func(e *entry)) e
 		}
 		open = append(open, region{lo: b.addr, hi: next, i: i, small: small})
 	}
+	unsettled := len(open)
 	settle := func(r *region, e *entry) {
 		r.done = true
+		unsettled--
 		b := &blocks[r.i]
 		end := b.addr + roundSize(b.size)
 		slack := e.addr - min(e.addr, end)
@@ -459,9 +475,9 @@ func inferSizes(segs []segment, blocks []startBlock, walk func(func(e *entry)) e
 	if len(open) == 0 {
 		return nil // nothing to learn from the trace: do not walk it
 	}
-	err := walk(func(e *entry) {
+	err := walk(func(e *entry) bool {
 		if e.action != actAlloc && e.action != actFreeCompleted && e.action != actFree {
-			return
+			return true
 		}
 		// The regions containing e.addr: the one starting at or below it,
 		// and the one before, when e.addr is where it ends (the next
@@ -472,6 +488,7 @@ func inferSizes(segs []segment, blocks []startBlock, walk func(func(e *entry)) e
 				settle(&open[j], e)
 			}
 		}
+		return unsettled > 0
 	})
 	if err != nil {
 		return err

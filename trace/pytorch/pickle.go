@@ -129,8 +129,10 @@ func (p *pickleReader) fill(k int) error {
 }
 
 func (p *pickleReader) bytes(k int) ([]byte, error) {
-	if err := p.fill(k); err != nil {
-		return nil, err
+	if p.n-p.i < k {
+		if err := p.fill(k); err != nil {
+			return nil, err
+		}
 	}
 	s := p.buf[p.i : p.i+k]
 	p.i += k
@@ -201,14 +203,18 @@ func (p *pickleReader) push(v value) error {
 		return fmt.Errorf("the stack grows past %d items; a memory snapshot's never does", maxStack)
 	}
 	p.stack = append(p.stack, v)
-	p.b.hold(v)
+	if v.kind == kDict || v.kind == kList {
+		p.b.hold(v)
+	}
 	return nil
 }
 
 // dropAll forgets popped stack items once they are used.
 func (p *pickleReader) dropAll(items []value) {
 	for _, v := range items {
-		p.b.drop(v)
+		if v.kind == kDict || v.kind == kList {
+			p.b.drop(v)
+		}
 	}
 }
 
@@ -699,6 +705,17 @@ func (p *pickleReader) length(op byte) (uint64, error) {
 }
 
 func (p *pickleReader) memoIndex(op byte) (uint32, error) {
+	// The common cases, straight from the buffer.
+	if p.n-p.i >= 4 {
+		switch op {
+		case 'q', 'h':
+			p.i++
+			return uint32(p.buf[p.i-1]), nil
+		case 'r', 'j':
+			p.i += 4
+			return binary.LittleEndian.Uint32(p.buf[p.i-4:]), nil
+		}
+	}
 	switch op {
 	case 'q', 'h':
 		a, err := p.bytes(1)

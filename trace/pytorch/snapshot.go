@@ -52,6 +52,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 )
 
 // snapshot is the part of a memory snapshot the importer reads.
@@ -421,6 +422,25 @@ func (s *snapshot) eachEntry(ctx context.Context, dev int, fn func(i int64, e *e
 }
 
 func (b *builder) decodeEntry(rec *record, e *entry) error {
+	if rec.compact {
+		c := &rec.e
+		e.action = actOther
+		if c.flags&ceAction != 0 {
+			e.action = b.strs.act[c.action]
+		}
+		e.addr, e.size, e.stream = c.addr, c.size, c.stream
+		e.hasTime = c.flags&(ceTimeInt|ceTimeFloat) != 0
+		switch {
+		case c.flags&ceTimeInt != 0:
+			e.timeUS = float64(int64(c.time))
+		case c.flags&ceTimeFloat != 0:
+			e.timeUS = math.Float64frombits(c.time)
+		default:
+			e.timeUS = 0
+		}
+		e.tag = b.tags[c.tag].text // tag 0 is ""
+		return nil
+	}
 	var err error
 	e.action = actOther
 	if a := rec.get(keyAction); a.kind == kStr {

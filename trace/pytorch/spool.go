@@ -20,9 +20,9 @@ import (
 // while that list was the one being filled. A snapshot fills one list at a
 // time, so a chain is one chunk or a few.
 type spool struct {
-	dir    string // where the file goes; "" is os.TempDir()
-	limit  int64  // bytes kept in memory before spilling to a file
-	mem    []byte
+	dir    string   // where the file goes; "" is os.TempDir()
+	limit  int64    // bytes kept in memory before spilling to a file
+	mem    [][]byte // while in memory: blocks of spoolBlock bytes, the last one filling
 	f      *os.File
 	w      *bufio.Writer
 	size   int64
@@ -37,8 +37,12 @@ type chunk struct {
 }
 
 // defaultSpoolLimit keeps small snapshots (and tests, and fuzzing) off the
-// disk.
-const defaultSpoolLimit = 32 << 20
+// disk; spoolBlock is the unit memory grows by, so that growing never
+// copies.
+const (
+	defaultSpoolLimit = 32 << 20
+	spoolBlock        = 1 << 20
+)
 
 func newSpool(dir string, limit int64) *spool {
 	return &spool{dir: dir, limit: limit}
@@ -67,8 +71,17 @@ func (s *spool) append(l *listNode, rec []byte) error {
 	}
 	s.size += n
 	if s.f == nil {
-		if int64(len(s.mem))+n <= s.limit {
-			s.mem = append(s.mem, rec...)
+		if s.size <= s.limit {
+			for len(rec) > 0 {
+				k := len(s.mem) - 1
+				if k < 0 || len(s.mem[k]) == spoolBlock {
+					s.mem = append(s.mem, make([]byte, 0, spoolBlock))
+					k++
+				}
+				m := copy(s.mem[k][len(s.mem[k]):spoolBlock], rec)
+				s.mem[k] = s.mem[k][:len(s.mem[k])+m]
+				rec = rec[m:]
+			}
 			return nil
 		}
 		if err := s.spill(); err != nil {
@@ -91,8 +104,10 @@ func (s *spool) spill() error {
 	_ = os.Remove(f.Name())
 	s.f = f
 	s.w = bufio.NewWriterSize(f, 1<<20)
-	if _, err := s.w.Write(s.mem); err != nil {
-		return fmt.Errorf("writing the temporary file: %w", err)
+	for _, b := range s.mem {
+		if _, err := s.w.Write(b); err != nil {
+			return fmt.Errorf("writing the temporary file: %w", err)
+		}
 	}
 	s.mem = nil
 	return nil
@@ -112,8 +127,25 @@ func (s *spool) finish() error {
 	return nil
 }
 
+// readAt fills p from offset off.
+func (s *spool) readAt(p []byte, off int64) error {
+	if s.f != nil {
+		if _, err := s.f.ReadAt(p, off); err != nil {
+			return fmt.Errorf("reading the temporary file: %w", err)
+		}
+		return nil
+	}
+	for len(p) > 0 {
+		b := s.mem[off/spoolBlock][off%spoolBlock:]
+		m := copy(p, b)
+		p, off = p[m:], off+int64(m)
+	}
+	return nil
+}
+
 // Close releases the temporary file, if any.
 func (s *spool) Close() error {
+	s.mem = nil
 	if s.f != nil {
 		err := s.f.Close()
 		s.f = nil
@@ -122,20 +154,23 @@ func (s *spool) Close() error {
 	return nil
 }
 
-// chainReader reads the records of one list.
+// chainReader reads the records of one list. Its buffer always holds a
+// whole record when one is left, so records decode from a slice.
 type chainReader struct {
 	s        *spool
-	c        int32  // the chunk being read, or -1
-	pos, end int64  // what is left of it
-	buf      []byte // what is read of the current chunk
+	c        int32 // the chunk being read, or -1
+	pos, end int64 // what is left of it
+	buf      []byte
 	i        int
-	own      []byte // buf's storage when reading from the file
-	b        *builder
 	last     int64 // index of the last record read
 }
 
+// maxRecord bounds an encoded record: a field count, and for each key a
+// key byte, a kind byte and two varints.
+const maxRecord = 16 + int(numKeys)*(2+2*binary.MaxVarintLen64)
+
 func (b *builder) chain(l *listNode) *chainReader {
-	r := &chainReader{s: b.sp, c: l.head, b: b, last: -1}
+	r := &chainReader{s: b.sp, c: l.head, last: -1, buf: make([]byte, 0, 1<<16)}
 	if r.c >= 0 {
 		c := b.sp.chunks[r.c]
 		r.pos, r.end = c.off, c.off+c.n
@@ -143,69 +178,28 @@ func (b *builder) chain(l *listNode) *chainReader {
 	return r
 }
 
-// fill refills buf from the chain; io.EOF at its end.
+// fill tops the buffer up from the chain: the unread bytes move to its
+// front, and as much follows as fits.
 func (r *chainReader) fill() error {
-	for r.c >= 0 && r.pos == r.end {
-		r.c = r.s.chunks[r.c].next
-		if r.c >= 0 {
-			c := r.s.chunks[r.c]
-			r.pos, r.end = c.off, c.off+c.n
+	n := copy(r.buf[:cap(r.buf)], r.buf[r.i:])
+	r.buf, r.i = r.buf[:n], 0
+	for len(r.buf) < cap(r.buf) && r.c >= 0 {
+		if r.pos == r.end {
+			r.c = r.s.chunks[r.c].next
+			if r.c >= 0 {
+				c := r.s.chunks[r.c]
+				r.pos, r.end = c.off, c.off+c.n
+			}
+			continue
 		}
+		m := min(int64(cap(r.buf)-len(r.buf)), r.end-r.pos)
+		if err := r.s.readAt(r.buf[len(r.buf):len(r.buf)+int(m)], r.pos); err != nil {
+			return err
+		}
+		r.buf = r.buf[:len(r.buf)+int(m)]
+		r.pos += m
 	}
-	if r.c < 0 {
-		return io.EOF
-	}
-	if r.s.f == nil {
-		r.buf, r.i = r.s.mem[r.pos:r.end], 0
-		r.pos = r.end
-		return nil
-	}
-	if r.own == nil {
-		r.own = make([]byte, 1<<16)
-	}
-	n := min(int64(len(r.own)), r.end-r.pos)
-	r.buf = r.own[:n]
-	if _, err := r.s.f.ReadAt(r.buf, r.pos); err != nil {
-		return fmt.Errorf("reading the temporary file: %w", err)
-	}
-	r.pos += n
-	r.i = 0
 	return nil
-}
-
-func (r *chainReader) byte() (byte, error) {
-	if r.i == len(r.buf) {
-		if err := r.fill(); err != nil {
-			return 0, err
-		}
-	}
-	c := r.buf[r.i]
-	r.i++
-	return c, nil
-}
-
-func (r *chainReader) uvarint() (uint64, error) {
-	// The fast path: the whole varint is in the buffer.
-	if r.i+binary.MaxVarintLen64 <= len(r.buf) {
-		x, n := binary.Uvarint(r.buf[r.i:])
-		if n <= 0 {
-			return 0, errCorruptSpool
-		}
-		r.i += n
-		return x, nil
-	}
-	var x uint64
-	for shift := uint(0); shift < 64; shift += 7 {
-		c, err := r.byte()
-		if err != nil {
-			return 0, errCorruptSpool
-		}
-		x |= uint64(c&0x7f) << shift
-		if c < 0x80 {
-			return x, nil
-		}
-	}
-	return 0, errCorruptSpool
 }
 
 var errCorruptSpool = errors.New("internal error: the temporary record file is damaged")
@@ -218,29 +212,158 @@ type record struct {
 	item  value          // when !dict
 	have  uint32         // bit k set: f[k] was in the dict
 	f     [numKeys]value // by keyCode
+	// compact says the dict was a trace entry written in its compact form:
+	// its fields are in e, not f.
+	compact bool
+	e       compactEntry
 }
 
-// get returns field k, or the zero value (kind 0) when absent.
-func (r *record) get(k keyCode) value { return r.f[k] }
+// compactEntry is a trace entry whose fields all converted: an action
+// string, unsigned addr and size, a signed stream, a numeric time and a
+// tag. Most of a snapshot is these.
+type compactEntry struct {
+	flags      byte
+	action     uint32 // string id
+	addr, size uint64
+	stream     int64
+	time       uint64 // an int64, or float64 bits (flags)
+	tag        uint32
+}
 
-func (r *record) has(k keyCode) bool { return r.have&(1<<k) != 0 }
-
-// Record layout: uvarint (index - previous index - 1), a type byte (0 an
-// item, 1 a dict), then for an item one value, for a dict a field count and
-// (key byte, value) pairs. A value is a kind byte and its payload.
 const (
-	recItem = 0
-	recDict = 1
+	ceAction    = 1 << iota // action is set
+	ceAddr                  // addr is set
+	ceSize                  // size is set
+	ceStream                // stream is set
+	ceTimeInt               // time is an int64
+	ceTimeFloat             // time is float64 bits
+	ceTag                   // tag is set
+)
+
+// entryKeys are the keys a compact entry holds.
+const entryKeys = 1<<keyAction | 1<<keyAddr | 1<<keySize | 1<<keyStream | 1<<keyTimeUS | 1<<keyFrames
+
+// get returns field k, or the zero value (kind 0) when absent.
+func (r *record) get(k keyCode) value {
+	if !r.compact {
+		return r.f[k]
+	}
+	e := &r.e
+	switch {
+	case k == keyAction && e.flags&ceAction != 0:
+		return value{kind: kStr, aux: e.action}
+	case k == keyAddr && e.flags&ceAddr != 0:
+		return uintValue(e.addr)
+	case k == keySize && e.flags&ceSize != 0:
+		return uintValue(e.size)
+	case k == keyStream && e.flags&ceStream != 0:
+		return intValue(e.stream)
+	case k == keyTimeUS && e.flags&ceTimeInt != 0:
+		return intValue(int64(e.time))
+	case k == keyTimeUS && e.flags&ceTimeFloat != 0:
+		return value{kind: kFloat, bits: e.time}
+	case k == keyFrames && e.flags&ceTag != 0:
+		return value{kind: kTag, aux: e.tag}
+	}
+	return value{}
+}
+
+func (r *record) has(k keyCode) bool { return r.get(k).kind != 0 }
+
+// Record layout: uvarint (index - previous index - 1), a type byte, then
+//
+//   - recItem: one value (a kind byte and its payload);
+//   - recDict: a field count and (key byte, value) pairs;
+//   - recEntry: a compact entry: flags, then the fields they name, as
+//     varints (time as 8 bytes when it is a float).
+const (
+	recItem  = 0
+	recDict  = 1
+	recEntry = 2
 )
 
 func (b *builder) encodeDict(dst []byte, gap int64, d *dictNode) []byte {
 	dst = binary.AppendUvarint(dst, uint64(gap))
+	if e, ok := b.compactEntry(d); ok {
+		dst = append(dst, recEntry, e.flags)
+		if e.flags&ceAction != 0 {
+			dst = binary.AppendUvarint(dst, uint64(e.action))
+		}
+		if e.flags&ceAddr != 0 {
+			dst = binary.AppendUvarint(dst, e.addr)
+		}
+		if e.flags&ceSize != 0 {
+			dst = binary.AppendUvarint(dst, e.size)
+		}
+		if e.flags&ceStream != 0 {
+			dst = binary.AppendVarint(dst, e.stream)
+		}
+		if e.flags&ceTimeInt != 0 {
+			dst = binary.AppendVarint(dst, int64(e.time))
+		} else if e.flags&ceTimeFloat != 0 {
+			dst = binary.LittleEndian.AppendUint64(dst, e.time)
+		}
+		if e.flags&ceTag != 0 {
+			dst = binary.AppendUvarint(dst, uint64(e.tag))
+		}
+		return dst
+	}
 	dst = append(dst, recDict, byte(len(d.fields)))
 	for _, f := range d.fields {
 		dst = append(dst, byte(f.key))
 		dst = appendValue(dst, f.v)
 	}
 	return dst
+}
+
+// compactEntry returns a dict as a compact entry, if it is a trace entry
+// whose every field converts. Anything else is written in full, so that
+// reading it reports what is wrong.
+func (b *builder) compactEntry(d *dictNode) (compactEntry, bool) {
+	var e compactEntry
+	var err error
+	for _, f := range d.fields {
+		if entryKeys&(1<<f.key) == 0 {
+			return e, false
+		}
+		if f.v.kind == kNone {
+			continue // None reads as absent
+		}
+		switch f.key {
+		case keyAction:
+			if f.v.kind != kStr {
+				return e, false
+			}
+			e.action, e.flags = f.v.aux, e.flags|ceAction
+		case keyAddr:
+			e.addr, err = b.asUint(f.v, "")
+			e.flags |= ceAddr
+		case keySize:
+			e.size, err = b.asUint(f.v, "")
+			e.flags |= ceSize
+		case keyStream:
+			e.stream, err = b.asInt(f.v, "")
+			e.flags |= ceStream
+		case keyTimeUS:
+			switch f.v.kind {
+			case kInt:
+				e.time, e.flags = f.v.bits, e.flags|ceTimeInt
+			case kFloat:
+				e.time, e.flags = f.v.bits, e.flags|ceTimeFloat
+			default:
+				return e, false
+			}
+		case keyFrames:
+			if f.v.kind != kTag || b.tags[f.v.aux].err != "" {
+				return e, false
+			}
+			e.tag, e.flags = f.v.aux, e.flags|ceTag
+		}
+		if err != nil {
+			return e, false
+		}
+	}
+	return e, e.flags&ceAction != 0
 }
 
 func appendItemRecord(dst []byte, gap int64, v value) []byte {
@@ -269,81 +392,129 @@ func appendValue(dst []byte, v value) []byte {
 
 // next reads the next record into rec; io.EOF at the end of the chain.
 func (r *chainReader) next(rec *record) error {
-	if r.i == len(r.buf) {
+	if len(r.buf)-r.i < maxRecord && r.c >= 0 {
 		if err := r.fill(); err != nil {
-			return err // io.EOF: the chain ends between records
-		}
-	}
-	gap, err := r.uvarint()
-	if err != nil {
-		return err
-	}
-	rec.index = r.last + 1 + int64(gap)
-	r.last = rec.index
-	t, err := r.byte()
-	if err != nil {
-		return errCorruptSpool
-	}
-	if t == recItem {
-		rec.dict = false
-		rec.item, err = r.value()
-		return err
-	}
-	rec.dict = true
-	for k := range rec.f {
-		if rec.have&(1<<k) != 0 {
-			rec.f[k] = value{}
-		}
-	}
-	rec.have = 0
-	n, err := r.byte()
-	if err != nil {
-		return errCorruptSpool
-	}
-	for range n {
-		k, err := r.byte()
-		if err != nil || k >= byte(numKeys) {
-			return errCorruptSpool
-		}
-		v, err := r.value()
-		if err != nil {
 			return err
 		}
-		rec.f[k] = v
-		rec.have |= 1 << k
 	}
+	if r.i == len(r.buf) {
+		return io.EOF
+	}
+	d := decoder{b: r.buf[r.i:]}
+	gap := d.uvarint()
+	rec.index = r.last + 1 + int64(gap)
+	r.last = rec.index
+	rec.compact = false
+	switch d.byte() {
+	case recItem:
+		rec.dict = false
+		rec.item = d.value()
+	case recEntry:
+		rec.dict, rec.compact = true, true
+		e := &rec.e
+		e.flags = d.byte()
+		e.action, e.addr, e.size, e.stream, e.time, e.tag = 0, 0, 0, 0, 0, 0
+		if e.flags&ceAction != 0 {
+			e.action = uint32(d.uvarint())
+		}
+		if e.flags&ceAddr != 0 {
+			e.addr = d.uvarint()
+		}
+		if e.flags&ceSize != 0 {
+			e.size = d.uvarint()
+		}
+		if e.flags&ceStream != 0 {
+			e.stream = d.varint()
+		}
+		if e.flags&ceTimeInt != 0 {
+			e.time = uint64(d.varint())
+		} else if e.flags&ceTimeFloat != 0 {
+			e.time = d.fixed64()
+		}
+		if e.flags&ceTag != 0 {
+			e.tag = uint32(d.uvarint())
+		}
+	default:
+		rec.dict = true
+		for k := range rec.f {
+			if rec.have&(1<<k) != 0 {
+				rec.f[k] = value{}
+			}
+		}
+		rec.have = 0
+		for n := d.byte(); n > 0; n-- {
+			k := d.byte()
+			if k >= byte(numKeys) {
+				return errCorruptSpool
+			}
+			rec.f[k] = d.value()
+			rec.have |= 1 << k
+		}
+	}
+	if d.bad {
+		return errCorruptSpool
+	}
+	r.i += d.i
 	return nil
 }
 
-func (r *chainReader) value() (value, error) {
-	k, err := r.byte()
-	if err != nil {
-		return value{}, errCorruptSpool
+// decoder reads a record from a slice that holds all of it.
+type decoder struct {
+	b   []byte
+	i   int
+	bad bool
+}
+
+func (d *decoder) byte() byte {
+	if d.i >= len(d.b) {
+		d.bad = true
+		return 0
 	}
-	v := value{kind: kind(k)}
-	var x uint64
+	c := d.b[d.i]
+	d.i++
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	x, n := binary.Uvarint(d.b[min(d.i, len(d.b)):])
+	if n <= 0 {
+		d.bad = true
+		return 0
+	}
+	d.i += n
+	return x
+}
+
+// varint reads what binary.AppendVarint writes.
+func (d *decoder) varint() int64 {
+	x := d.uvarint()
+	return int64(x>>1) ^ -int64(x&1)
+}
+
+func (d *decoder) fixed64() uint64 {
+	if d.i+8 > len(d.b) {
+		d.bad = true
+		return 0
+	}
+	x := binary.LittleEndian.Uint64(d.b[d.i:])
+	d.i += 8
+	return x
+}
+
+func (d *decoder) value() value {
+	v := value{kind: kind(d.byte())}
 	switch v.kind {
 	case kInt:
-		x, err = r.uvarint()
-		v.bits = uint64(int64(x>>1) ^ -int64(x&1)) // zigzag, as binary.AppendVarint writes
+		v.bits = uint64(d.varint())
 	case kUint, kList, kDict:
-		v.bits, err = r.uvarint()
+		v.bits = d.uvarint()
 	case kBig:
-		if x, err = r.uvarint(); err == nil {
-			v.aux = uint32(x)
-			v.bits, err = r.uvarint()
-		}
+		v.aux = uint32(d.uvarint())
+		v.bits = d.uvarint()
 	case kFloat:
-		var c [8]byte
-		for j := range c {
-			if c[j], err = r.byte(); err != nil {
-				return value{}, errCorruptSpool
-			}
-		}
-		v.bits = binary.LittleEndian.Uint64(c[:])
+		v.bits = d.fixed64()
 	case kStr, kTag, kFrame:
-		x, err = r.uvarint()
-		v.aux = uint32(x)
+		v.aux = uint32(d.uvarint())
 	}
-	return v, err
+	return v
 }
