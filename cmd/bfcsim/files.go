@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/renameio/v2"
@@ -12,26 +15,32 @@ import (
 
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/trace"
+	"github.com/bfcsim/bfcsim/trace/input"
 )
 
-// openedTrace is a trace file opened for reading.
+// openedTrace is a trace file opened for reading: a trace, or a recording
+// (a PyTorch snapshot, an mtrace log, a malloc-lab trace) converted as it
+// is read.
 type openedTrace struct {
-	*trace.Reader
+	*input.Stream
 	path string
 	size int64 // bytes on disk, or -1 for standard input
 	file *os.File
 }
 
 func (t *openedTrace) Close() error {
-	t.Reader.Close()
+	t.Stream.Close()
 	if t.file != nil {
 		return t.file.Close()
 	}
 	return nil
 }
 
-// openTrace opens path ("-" for standard input) as a trace.
-func openTrace(e *env, path string, opts ...trace.ReaderOption) (*openedTrace, error) {
+// openTrace opens path ("-" for standard input) as a trace, recognising a
+// recording by its content and converting it on the fly (the PyTorch
+// device is the one with the most entries; `bfcsim import --device` picks
+// another).
+func openTrace(ctx context.Context, e *env, path string, skipInvalid bool) (*openedTrace, error) {
 	t := &openedTrace{path: path, size: -1}
 	var in io.Reader = e.stdin
 	name := "stdin"
@@ -40,19 +49,29 @@ func openTrace(e *env, path string, opts ...trace.ReaderOption) (*openedTrace, e
 		if err != nil {
 			return nil, err
 		}
-		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-			t.size = st.Size()
+		if st, err := f.Stat(); err == nil {
+			if st.IsDir() {
+				f.Close()
+				return nil, fmt.Errorf("%s is a directory", path)
+			}
+			if st.Mode().IsRegular() {
+				t.size = st.Size()
+			}
 		}
 		t.file, in, name = f, f, path
 	}
-	r, err := trace.NewReader(in, name, opts...)
+	s, err := input.Open(ctx, in, name, input.Options{
+		Name:        traceNameOf(path, "stdin"),
+		SkipInvalid: skipInvalid,
+		Device:      -1,
+	})
 	if err != nil {
 		if t.file != nil {
 			t.file.Close()
 		}
 		return nil, err
 	}
-	t.Reader = r
+	t.Stream = s
 	return t, nil
 }
 
@@ -164,25 +183,31 @@ func checkStdinOnce(paths []string) error {
 }
 
 // progress shows how far through a trace file a replay is, on a terminal:
-// the bytes read and left (the bar, its rate and its time left are from
-// the file's size) and the events replayed and their rate.
+// the bytes of the file read and left (the bar, its rate and its time
+// left are from the file's size) and the events replayed and their rate.
+// It redraws on a timer, not per event, so that it moves while a recording
+// is being read before its first event, and costs the replay one counter.
 type progress struct {
-	bar   *progressbar.ProgressBar
-	t     *openedTrace
-	n     int
-	name  string
-	start time.Time
+	bar    *progressbar.ProgressBar
+	name   string
+	read   func() int64 // bytes of the file read so far
+	events atomic.Int64 // events replayed, updated every progressEvery
+	start  time.Time
+	stop   chan struct{}
+	done   sync.WaitGroup
 }
 
-// newProgress returns a progress reporter for t, or nil when no bar should
-// be drawn (not a terminal, in CI, or quiet).
-func newProgress(e *env, t *openedTrace, quiet bool) *progress {
+// newProgress returns a progress bar for a file of size bytes (-1:
+// unknown) named path, or nil when no bar should be drawn (not a
+// terminal, in CI, or quiet). read reports the bytes read; it is called
+// from the bar's own goroutine.
+func newProgress(e *env, path string, size int64, read func() int64, quiet bool) *progress {
 	if !e.progress || quiet {
 		return nil
 	}
-	bar := progressbar.NewOptions64(t.size,
+	bar := progressbar.NewOptions64(size,
 		progressbar.OptionSetWriter(e.stderr),
-		progressbar.OptionSetDescription(filepath.Base(t.path)),
+		progressbar.OptionSetDescription(filepath.Base(path)),
 		progressbar.OptionShowBytes(true),
 		progressbar.OptionUseIECUnits(true),
 		progressbar.OptionThrottle(100_000_000), // 100 ms
@@ -190,26 +215,61 @@ func newProgress(e *env, t *openedTrace, quiet bool) *progress {
 		progressbar.OptionSetWidth(30),
 		progressbar.OptionSetPredictTime(true),
 	)
-	return &progress{bar: bar, t: t, name: filepath.Base(t.path), start: time.Now()}
+	p := &progress{bar: bar, name: filepath.Base(path), read: read, start: time.Now(), stop: make(chan struct{})}
+	p.done.Add(1)
+	go p.run()
+	return p
 }
 
-// progressEvery is how many events pass between updates of the bar: often
-// enough to move smoothly, rarely enough to cost nothing per event.
+// progressTick is how often the bar is redrawn.
+const progressTick = 100 * time.Millisecond
+
+func (p *progress) run() {
+	defer p.done.Done()
+	t := time.NewTicker(progressTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			p.draw()
+		}
+	}
+}
+
+func (p *progress) draw() {
+	if n := p.events.Load(); n > 0 {
+		if s := time.Since(p.start).Seconds(); s > 0 {
+			p.bar.Describe(fmt.Sprintf("%s %s events, %s", p.name, report.Count(n), report.Rate(float64(n)/s)))
+		}
+	}
+	_ = p.bar.Set64(p.read())
+}
+
+// finish stops and clears the bar.
+func (p *progress) finish() {
+	close(p.stop)
+	p.done.Wait()
+	_ = p.bar.Finish()
+}
+
+// progressEvery is how many events pass between updates of the count the
+// bar shows: often enough to move smoothly, rarely enough to cost nothing
+// per event.
 const progressEvery = 1 << 14
 
-// Next advances the trace and, every progressEvery events, the bar.
-func (p *progress) Next() bool {
-	ok := p.t.Next()
-	if p.n++; p.n%progressEvery == 0 || !ok {
-		if s := time.Since(p.start).Seconds(); s > 0 {
-			p.bar.Describe(fmt.Sprintf("%s %s events, %s", p.name,
-				report.Count(int64(p.n)), report.Rate(float64(p.n)/s)))
-		}
-		_ = p.bar.Set64(p.t.BytesRead())
+// progressSource counts the events a replay takes from a trace.
+type progressSource struct {
+	*openedTrace
+	p *progress
+	n int64
+}
+
+func (s *progressSource) Next() bool {
+	ok := s.openedTrace.Next()
+	if s.n++; s.n%progressEvery == 0 || !ok {
+		s.p.events.Store(s.n)
 	}
 	return ok
 }
-
-func (p *progress) Event() trace.Event { return p.t.Event() }
-func (p *progress) Err() error         { return p.t.Err() }
-func (p *progress) finish()            { _ = p.bar.Finish() }

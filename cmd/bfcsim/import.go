@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -13,61 +12,55 @@ import (
 
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/trace"
+	"github.com/bfcsim/bfcsim/trace/input"
 	"github.com/bfcsim/bfcsim/trace/malloclab"
 	"github.com/bfcsim/bfcsim/trace/mtrace"
 	"github.com/bfcsim/bfcsim/trace/pytorch"
 )
 
 // importFormat is one input format of `bfcsim import`. Adding a format is
-// adding an entry to importFormats: a converter from the input to a
-// trace.Writer, and the names of the format-specific flags it reads.
+// adding it to package input (which converts it, for import and for
+// replaying it directly) and an entry here: its help, the names of the
+// format-specific flags it reads, and the summary of what its importer
+// reports.
 type importFormat struct {
-	name string // the FORMAT argument
-	help string // one line for --help
+	format input.Format
+	name   string // the FORMAT argument
+	help   string // one line for --help
 	// flags names the format-specific flags (importFlags) this format
 	// reads; giving one that it does not read is a usage error.
 	flags []string
-	// convert reads in and writes the whole trace to w, header first, and
-	// flushes w. The output file is kept only if convert returns nil.
-	// Errors in the input should name in.file: a *trace.SyntaxError
-	// ("file:line: reason") where there are lines.
-	convert func(in importInput, w *trace.Writer, o *importOptions) (importResult, error)
+	// summarize turns the importer's statistics into the summary line.
+	summarize func(stats any) importResult
 }
 
 // importFormats is the table of formats, sorted by name.
 var importFormats = []importFormat{
 	{
-		name:    "malloclab",
-		help:    "a CMU malloc-lab trace file (.rep): a ID BYTES, r ID BYTES, f ID",
-		convert: importMalloclab,
+		format:    input.Malloclab,
+		name:      input.Malloclab.Name(),
+		help:      "a CMU malloc-lab trace file (.rep): a ID BYTES, r ID BYTES, f ID",
+		summarize: func(st any) importResult { return malloclabResult(st.(malloclab.Stats)) },
 	},
 	{
-		name:    "mtrace",
-		help:    "a glibc mtrace log (MALLOC_TRACE; see docs/recording.md, or use bfcsim record)",
-		flags:   []string{"no-addr"},
-		convert: importMtrace,
+		format:    input.Mtrace,
+		name:      input.Mtrace.Name(),
+		help:      "a glibc mtrace log (MALLOC_TRACE; see docs/recording.md, or use bfcsim record)",
+		flags:     []string{"no-addr"},
+		summarize: func(st any) importResult { return mtraceResult(st.(mtrace.Stats)) },
 	},
 	{
-		name:    "pytorch",
-		help:    "a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot), pickle or JSON",
-		flags:   []string{"device"},
-		convert: importPytorch,
+		format:    input.PyTorch,
+		name:      input.PyTorch.Name(),
+		help:      "a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot), pickle or JSON",
+		flags:     []string{"device"},
+		summarize: func(st any) importResult { return pytorchResult(st.(pytorch.Stats)) },
 	},
 }
 
 // importFlags are the format-specific flags, with the formats' names in
 // their help. A flag that no format in importFormats reads is hidden.
 var importFlags = []string{"no-addr", "device"}
-
-// importInput is what a converter reads.
-type importInput struct {
-	// r is the input, decompressed if it was gzip or zstd. Its reads fail
-	// with the context's error once the command is interrupted.
-	r    io.Reader
-	path string // as given: a file path, or "-" for standard input
-	file string // the input's name in messages: path, or "stdin"
-	name string // the trace's name for its header (--name, or from path)
-}
 
 // importOptions are the flags of `bfcsim import`.
 type importOptions struct {
@@ -76,6 +69,7 @@ type importOptions struct {
 	skipInvalid bool
 	noAddr      bool // mtrace
 	device      int  // pytorch; -1 picks the device with the most entries
+	quiet       bool
 }
 
 // importResult is what a conversion reports for the summary line.
@@ -172,6 +166,7 @@ entries). See docs/trace-format.md.`,
 	f.BoolVar(&o.skipInvalid, "skip-invalid", false, "count and skip input lines that cannot be converted instead of stopping")
 	f.BoolVar(&o.noAddr, "no-addr", false, "mtrace: leave the recorded addresses out of the trace")
 	f.IntVar(&o.device, "device", -1, "pytorch: the CUDA device whose allocations to import (-1: the one with the most)")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar")
 	for _, name := range importFlags {
 		used := slices.ContainsFunc(importFormats, func(f importFormat) bool { return slices.Contains(f.flags, name) })
 		if !used {
@@ -197,20 +192,41 @@ func runImport(cmd *cobra.Command, e *env, o *importOptions, format, path string
 			return err
 		}
 	}
-	in, closeIn, err := openImportInput(cmd.Context(), e, path)
+	file, size, raw, closeFile, err := openInputFile(e, path)
 	if err != nil {
 		return err
 	}
-	defer closeIn()
-	in.name = o.name
-	if in.name == "" {
-		in.name = traceNameOf(path, f.name)
+	defer closeFile()
+	count := &input.Counter{R: raw}
+	in, err := input.Peek(count)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", file, err)
+	}
+	defer in.Close()
+	if in.Unknown == nil && in.Format != f.format && in.Format != input.Trace {
+		return fmt.Errorf("%s is %s, not %s (bfcsim import %s reads it; bfcsim replay takes it as it is)",
+			file, in.Format, f.format, in.Format.Name())
+	}
+	name := o.name
+	if name == "" {
+		name = traceNameOf(path, f.name)
+	}
+	if p := newProgress(e, path, size, count.N, o.quiet); p != nil {
+		defer p.finish()
 	}
 	var res importResult
 	write := func(w io.Writer) error {
-		var err error
-		res, err = f.convert(in, trace.NewWriter(w), o)
-		return err
+		st, err := input.Convert(cmd.Context(), f.format, in, file, trace.NewWriter(w), input.Options{
+			Name:        name,
+			SkipInvalid: o.skipInvalid,
+			Device:      o.device,
+			NoAddr:      o.noAddr,
+		})
+		if err != nil {
+			return err
+		}
+		res = f.summarize(st)
+		return nil
 	}
 	dest := o.out
 	if toStdout {
@@ -226,32 +242,30 @@ func runImport(cmd *cobra.Command, e *env, o *importOptions, format, path string
 	return nil
 }
 
-// openImportInput opens path ("-" for standard input), decompressed, with
-// reads that stop when ctx is done.
-func openImportInput(ctx context.Context, e *env, path string) (importInput, func(), error) {
-	in := importInput{path: path, file: path}
-	var raw io.Reader = e.stdin
-	closeFile := func() {}
+// openInputFile opens path ("-" for standard input) for reading. file is
+// its name in messages, size its bytes on disk (-1 when unknown).
+func openInputFile(e *env, path string) (file string, size int64, r io.Reader, closeFn func(), err error) {
 	if path == "-" {
-		in.file = "stdin"
-	} else {
-		f, err := os.Open(path)
-		if err != nil {
-			return in, nil, err
-		}
-		if st, err := f.Stat(); err == nil && st.IsDir() {
-			f.Close()
-			return in, nil, fmt.Errorf("%s is a directory", path)
-		}
-		raw, closeFile = f, func() { f.Close() }
+		return "stdin", -1, e.stdin, func() {}, nil
 	}
-	dec, err := trace.NewDecompressReader(raw)
+	f, err := os.Open(path)
 	if err != nil {
-		closeFile()
-		return in, nil, fmt.Errorf("%s: %w", in.file, err)
+		return "", 0, nil, nil, err
 	}
-	in.r = ctxReader{ctx: ctx, r: dec}
-	return in, func() { dec.Close(); closeFile() }, nil
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return "", 0, nil, nil, err
+	}
+	if st.IsDir() {
+		f.Close()
+		return "", 0, nil, nil, fmt.Errorf("%s is a directory", path)
+	}
+	size = -1
+	if st.Mode().IsRegular() {
+		size = st.Size()
+	}
+	return path, size, f, func() { f.Close() }, nil
 }
 
 // traceNameOf names a trace after its input file: the base name without
@@ -269,20 +283,6 @@ func traceNameOf(path, format string) string {
 		return format
 	}
 	return name
-}
-
-// ctxReader fails its reads once ctx is done, so that a long conversion
-// stops on Ctrl-C.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 // printImportSummary prints the warnings, then one line: "imported 428
@@ -329,18 +329,6 @@ func skippedWarnings(errs []*trace.SyntaxError, skipped int64) []string {
 	return ws
 }
 
-func importMtrace(in importInput, w *trace.Writer, o *importOptions) (importResult, error) {
-	st, err := mtrace.Convert(in.r, in.file, w, mtrace.Options{
-		Name:    in.name,
-		Lenient: o.skipInvalid,
-		NoAddr:  o.noAddr,
-	})
-	if err != nil {
-		return importResult{}, err
-	}
-	return mtraceResult(st), nil
-}
-
 // mtraceResult summarises an mtrace conversion.
 func mtraceResult(st mtrace.Stats) importResult {
 	res := importResult{events: st.Events, allocs: st.Allocs, frees: st.Frees, peakLiveBytes: st.PeakLiveBytes}
@@ -359,11 +347,8 @@ func mtraceResult(st mtrace.Stats) importResult {
 	return res
 }
 
-func importPytorch(in importInput, w *trace.Writer, o *importOptions) (importResult, error) {
-	st, err := pytorch.Convert(context.Background(), in.r, w, pytorch.Options{Name: in.name, Device: o.device})
-	if err != nil {
-		return importResult{}, fmt.Errorf("%s: %w", in.file, err)
-	}
+// pytorchResult summarises a snapshot's conversion.
+func pytorchResult(st pytorch.Stats) importResult {
 	res := importResult{events: st.Events, allocs: st.Allocs, frees: st.Frees, peakLiveBytes: st.PeakLiveBytes}
 	res.notes = append(res.notes, fmt.Sprintf("device %d", st.Device))
 	res.notes = countNote(res.notes, int64(st.StartAllocs),
@@ -378,17 +363,14 @@ func importPytorch(in importInput, w *trace.Writer, o *importOptions) (importRes
 	for _, r := range st.DroppedReasons {
 		res.warnings = append(res.warnings, "dropped: "+r)
 	}
-	return res, nil
+	return res
 }
 
-func importMalloclab(in importInput, w *trace.Writer, o *importOptions) (importResult, error) {
-	st, err := malloclab.Convert(in.r, in.file, w, malloclab.Options{Name: in.name, Lenient: o.skipInvalid})
-	if err != nil {
-		return importResult{}, err
-	}
+// malloclabResult summarises a malloc-lab conversion.
+func malloclabResult(st malloclab.Stats) importResult {
 	res := importResult{events: st.Events, allocs: st.Allocs, frees: st.Frees, peakLiveBytes: st.PeakLiveBytes}
 	res.notes = countNote(res.notes, st.Reallocs, "realloc", "reallocs")
 	res.notes = countNote(res.notes, st.Skipped, "invalid line skipped", "invalid lines skipped")
 	res.warnings = append(st.Warnings, skippedWarnings(st.SkippedErrors, st.Skipped)...)
-	return res, nil
+	return res
 }

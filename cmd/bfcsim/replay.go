@@ -15,7 +15,6 @@ import (
 	"github.com/bfcsim/bfcsim/allocators/bfcdump"
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/sim"
-	"github.com/bfcsim/bfcsim/trace"
 )
 
 type replayOptions struct {
@@ -253,11 +252,7 @@ func runReplay(cmd *cobra.Command, e *env, o *replayOptions, paths []string) err
 
 func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs []sim.AllocatorSpec,
 	capacity uint64, spaceOpts allocators.Options) (report.TraceRun, error) {
-	var readerOpts []trace.ReaderOption
-	if o.skipInvalid {
-		readerOpts = append(readerOpts, trace.SkipInvalid())
-	}
-	t, err := openTrace(e, path, readerOpts...)
+	t, err := openTrace(cmd.Context(), e, path, o.skipInvalid)
 	if err != nil {
 		return report.TraceRun{}, err
 	}
@@ -288,7 +283,7 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 			}
 		}()
 		cfg.Reread = func() (sim.Source, error) {
-			r, err := openTrace(e, path, readerOpts...)
+			r, err := openTrace(cmd.Context(), e, path, o.skipInvalid)
 			if err != nil {
 				return nil, err
 			}
@@ -305,8 +300,8 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 		cfg.Events = events.writer
 	}
 	var src sim.Source = t
-	if p := newProgress(e, t, o.quiet); p != nil {
-		src = p
+	if p := newProgress(e, path, t.size, t.BytesRead, o.quiet); p != nil {
+		src = &progressSource{openedTrace: t, p: p}
 		defer p.finish()
 	}
 	results, err := sim.Replay(cmd.Context(), src, cfg)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 )
 
@@ -374,7 +375,7 @@ func (b *builder) setItem(dv, k, v value) error {
 		return err
 	}
 	if d.sealed {
-		return errors.New("changes a dict after placing it; a memory snapshot never does")
+		return errors.New("a dict is changed after it was placed; a memory snapshot never does that")
 	}
 	if err := b.seal(v); err != nil {
 		return err
@@ -456,7 +457,7 @@ func (b *builder) appendItem(lv, v value) error {
 		return err
 	}
 	if l.sealed || l.tuple {
-		return errors.New("changes a list after placing it; a memory snapshot never does")
+		return errors.New("a list is changed after it was placed; a memory snapshot never does that")
 	}
 	return b.place(l, v)
 }
@@ -620,10 +621,10 @@ func (b *builder) newTuple(items []value) (value, error) {
 func (b *builder) describeKeys(d *dictNode) string {
 	var names []string
 	for _, f := range d.fields {
-		names = append(names, keyNames[f.key])
+		names = append(names, strconv.Quote(keyNames[f.key]))
 	}
 	for _, id := range d.others {
-		names = append(names, b.strs.get(id))
+		names = append(names, b.describe(value{kind: kStr, aux: id}))
 	}
 	if len(names) == 0 {
 		return "no keys"

@@ -32,8 +32,13 @@ import (
 // than a batch (1,000 items) per level of nesting on it.
 const maxStack = 1 << 20
 
-// pickleBuf is the read buffer: large enough for any string that is kept.
-const pickleBuf = 1 << 20
+// The read buffer starts small, so that small pickles cost little, and
+// grows to pickleBuf as the input goes on, and beyond when a kept string
+// needs more.
+const (
+	pickleBufStart = 4 << 10
+	pickleBuf      = 1 << 20
+)
 
 // maxLongBytes bounds the integers written out in messages; a longer one
 // is only described by its size.
@@ -95,17 +100,25 @@ type pickleReader struct {
 
 // readPickle walks the pickle in r and returns its top-level value.
 func readPickle(r io.Reader, b *builder) (value, error) {
-	p := &pickleReader{in: r, buf: make([]byte, pickleBuf), b: b}
+	p := &pickleReader{in: r, buf: make([]byte, pickleBufStart), b: b}
 	return p.run()
 }
 
 // errTruncated is what running out of input inside an opcode gives.
 var errTruncated = errors.New("the file ends inside it")
 
-// fill makes at least k unread bytes available (k <= len(buf)).
+// fill makes at least k unread bytes available.
 func (p *pickleReader) fill(k int) error {
 	if p.n-p.i >= k {
 		return nil
+	}
+	if len(p.buf) < pickleBuf || len(p.buf) < k {
+		// Each refill of a growing input doubles the buffer, up to
+		// pickleBuf or what k needs.
+		nb := make([]byte, max(min(2*len(p.buf), pickleBuf), k))
+		p.n = copy(nb, p.buf[p.i:p.n])
+		p.off += int64(p.i)
+		p.buf, p.i = nb, 0
 	}
 	if p.i > 0 {
 		copy(p.buf, p.buf[p.i:p.n])

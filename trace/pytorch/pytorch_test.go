@@ -228,30 +228,6 @@ func TestClusters(t *testing.T) {
 	assert.False(t, ok)
 }
 
-// FuzzConvert: no input makes the importer panic, and whatever it accepts
-// is a valid trace.
-func FuzzConvert(f *testing.F) {
-	for _, name := range []string{"streams.pickle", "global.pickle", "segments-only.pickle"} {
-		data, err := os.ReadFile("testdata/" + name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
-	f.Add([]byte(`{"segments":[{"address":1,"total_size":5,"blocks":[{"size":9,"state":"active"}]}],"device_traces":[[{"action":"free","addr":3}]]}`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var buf bytes.Buffer
-		if _, err := Convert(context.Background(), bytes.NewReader(data), trace.NewWriter(&buf), Options{Device: -1}); err != nil {
-			return
-		}
-		r, err := trace.NewReader(bytes.NewReader(buf.Bytes()), "fuzz")
-		require.NoError(t, err)
-		for r.Next() {
-		}
-		require.NoError(t, r.Err(), "%s", buf.String())
-	})
-}
-
 // A block allocated before the recording and freed during it is known only
 // by its requested size. The recording's first allocation in the free space
 // after it shows where that free space, and so the block, ends.

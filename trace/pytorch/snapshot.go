@@ -136,7 +136,9 @@ func read(ctx context.Context, r io.Reader, opt Options) (*snapshot, error) {
 	}
 	b := newBuilder(newSpool(opt.TempDir, limit))
 	var top value
+	form := "a pickle"
 	if first == '{' || first == '[' {
+		form = "JSON"
 		top, err = readJSON(br, b)
 	} else {
 		top, err = readPickle(br, b)
@@ -149,7 +151,7 @@ func read(ctx context.Context, r io.Reader, opt Options) (*snapshot, error) {
 	}
 	var s *snapshot
 	if err == nil {
-		s, err = b.snapshot(top)
+		s, err = b.snapshot(top, form)
 	}
 	if err != nil {
 		b.sp.Close()
@@ -180,10 +182,10 @@ func (s *snapshot) close() { s.b.sp.Close() }
 func where(parent string, i int64) string { return fmt.Sprintf("%s[%d]", parent, i) }
 
 // snapshot reads the segments and the device traces out of the top-level
-// value.
-func (b *builder) snapshot(top value) (*snapshot, error) {
+// value; form ("a pickle", "JSON") says what the file was, for messages.
+func (b *builder) snapshot(top value, form string) (*snapshot, error) {
 	if top.kind != kDict {
-		return nil, fmt.Errorf("not a memory snapshot: its top level is a %s, not a dict", top.typeName())
+		return nil, fmt.Errorf("%s that is not a memory snapshot: its top level is a %s, not a dict", form, top.typeName())
 	}
 	d, err := b.dict(top)
 	if err != nil {
@@ -199,7 +201,7 @@ func (b *builder) snapshot(top value) (*snapshot, error) {
 		}
 	}
 	if segs.kind == 0 {
-		return nil, fmt.Errorf("not a memory snapshot: its top-level dict has no segments key (it has %s)", b.describeKeys(d))
+		return nil, fmt.Errorf("%s that is not a memory snapshot: its top-level dict has no segments key (it has %s)", form, b.describeKeys(d))
 	}
 	s := &snapshot{b: b}
 	if err := s.readSegments(segs); err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 )
 
 // spool holds the records of every list, in the order they were placed, so
@@ -22,7 +23,8 @@ import (
 type spool struct {
 	dir    string   // where the file goes; "" is os.TempDir()
 	limit  int64    // bytes kept in memory before spilling to a file
-	mem    [][]byte // while in memory: blocks of spoolBlock bytes, the last one filling
+	mem    [][]byte // while in memory: blocks, each twice the last up to spoolBlock bytes
+	memOff []int64  // where each block starts
 	f      *os.File
 	w      *bufio.Writer
 	size   int64
@@ -37,10 +39,11 @@ type chunk struct {
 }
 
 // defaultSpoolLimit keeps small snapshots (and tests, and fuzzing) off the
-// disk; spoolBlock is the unit memory grows by, so that growing never
-// copies.
+// disk. Memory grows in blocks, so that growing never copies, from
+// spoolFirstBlock to spoolBlock bytes.
 const (
 	defaultSpoolLimit = 32 << 20
+	spoolFirstBlock   = 4 << 10
 	spoolBlock        = 1 << 20
 )
 
@@ -74,12 +77,18 @@ func (s *spool) append(l *listNode, rec []byte) error {
 		if s.size <= s.limit {
 			for len(rec) > 0 {
 				k := len(s.mem) - 1
-				if k < 0 || len(s.mem[k]) == spoolBlock {
-					s.mem = append(s.mem, make([]byte, 0, spoolBlock))
+				if k < 0 || len(s.mem[k]) == cap(s.mem[k]) {
+					size, off := spoolFirstBlock, int64(0)
+					if k >= 0 {
+						size, off = min(2*cap(s.mem[k]), spoolBlock), s.memOff[k]+int64(cap(s.mem[k]))
+					}
+					s.mem = append(s.mem, make([]byte, 0, size))
+					s.memOff = append(s.memOff, off)
 					k++
 				}
-				m := copy(s.mem[k][len(s.mem[k]):spoolBlock], rec)
-				s.mem[k] = s.mem[k][:len(s.mem[k])+m]
+				b := s.mem[k]
+				m := copy(b[len(b):cap(b)], rec)
+				s.mem[k] = b[:len(b)+m]
 				rec = rec[m:]
 			}
 			return nil
@@ -109,7 +118,7 @@ func (s *spool) spill() error {
 			return fmt.Errorf("writing the temporary file: %w", err)
 		}
 	}
-	s.mem = nil
+	s.mem, s.memOff = nil, nil
 	return nil
 }
 
@@ -135,9 +144,9 @@ func (s *spool) readAt(p []byte, off int64) error {
 		}
 		return nil
 	}
-	for len(p) > 0 {
-		b := s.mem[off/spoolBlock][off%spoolBlock:]
-		m := copy(p, b)
+	k, _ := slices.BinarySearch(s.memOff, off+1)
+	for k--; len(p) > 0; k++ {
+		m := copy(p, s.mem[k][off-s.memOff[k]:])
 		p, off = p[m:], off+int64(m)
 	}
 	return nil
@@ -170,11 +179,16 @@ type chainReader struct {
 const maxRecord = 16 + int(numKeys)*(2+2*binary.MaxVarintLen64)
 
 func (b *builder) chain(l *listNode) *chainReader {
-	r := &chainReader{s: b.sp, c: l.head, last: -1, buf: make([]byte, 0, 1<<16)}
+	r := &chainReader{s: b.sp, c: l.head, last: -1}
+	size := int64(1 << 16)
 	if r.c >= 0 {
 		c := b.sp.chunks[r.c]
 		r.pos, r.end = c.off, c.off+c.n
+		if c.next < 0 {
+			size = min(size, c.n) // all of it
+		}
 	}
+	r.buf = make([]byte, 0, max(size, 2*int64(maxRecord)))
 	return r
 }
 
@@ -349,6 +363,9 @@ func (b *builder) compactEntry(d *dictNode) (compactEntry, bool) {
 			case kInt:
 				e.time, e.flags = f.v.bits, e.flags|ceTimeInt
 			case kFloat:
+				if _, _, err := b.asFloat(f.v, ""); err != nil {
+					return e, false // not finite: written in full, to be reported
+				}
 				e.time, e.flags = f.v.bits, e.flags|ceTimeFloat
 			default:
 				return e, false

@@ -91,7 +91,10 @@ func (b *builder) describe(v value) string {
 	case kUint:
 		return strconv.FormatUint(v.bits, 10)
 	case kBig:
-		return b.strs.get(v.aux)
+		if s := b.strs.get(v.aux); len(s) <= 40 {
+			return s
+		}
+		return "a very large integer"
 	case kFloat:
 		return strconv.FormatFloat(math.Float64frombits(v.bits), 'g', -1, 64)
 	case kStr:
@@ -146,22 +149,29 @@ func (b *builder) asInt(v value, key string) (int64, error) {
 	return 0, fmt.Errorf("%s is %s, not an integer", key, b.describe(v))
 }
 
-// asFloat reads a number; ok is false for a missing field or None.
+// asFloat reads a finite number; ok is false for a missing field or None.
 func (b *builder) asFloat(v value, key string) (f float64, ok bool, err error) {
 	switch v.kind {
 	case 0, kNone:
 		return 0, false, nil
 	case kInt:
-		return float64(int64(v.bits)), true, nil
+		f = float64(int64(v.bits))
 	case kUint:
-		return float64(v.bits), true, nil
+		f = float64(v.bits)
 	case kBig:
-		f, _ := strconv.ParseFloat(b.strs.get(v.aux), 64)
-		return f, true, nil
+		var err error
+		if f, err = strconv.ParseFloat(b.strs.get(v.aux), 64); err != nil {
+			f = math.Inf(1) // beyond float64's range, or too long to write out
+		}
 	case kFloat:
-		return math.Float64frombits(v.bits), true, nil
+		f = math.Float64frombits(v.bits)
+	default:
+		return 0, false, fmt.Errorf("%s is %s, not a number", key, b.describe(v))
 	}
-	return 0, false, fmt.Errorf("%s is %s, not a number", key, b.describe(v))
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, false, fmt.Errorf("%s is %s, not a finite number", key, b.describe(v))
+	}
+	return f, true, nil
 }
 
 // asStr reads a string; anything else reads as "".

@@ -1,0 +1,417 @@
+// Package input opens whatever a user hands bfcsim as a trace: a bfcsim
+// trace, or a recording in another format that is converted on the fly — a
+// PyTorch memory snapshot (pickle or JSON), a glibc mtrace log, a CMU
+// malloc-lab trace — each optionally gzip- or zstd-compressed.
+//
+// The format is recognised by content, not by the file's name:
+//
+//  1. The input is decompressed if it starts with the gzip or zstd magic
+//     bytes, and its first bytes (up to sniffBytes) are looked at.
+//  2. Detect names the format: a pickle's PROTO opcode, a JSON object whose
+//     first key is a snapshot's, mtrace's "= Start" and "@ " lines,
+//     malloc-lab's four header numbers and its a, f and r lines, and
+//     anything else that starts like JSON is a trace. Input that is none of
+//     these (binary data, a pickle of something else, plain text) is an
+//     error that says what it looks like and what was expected.
+//  3. A trace is read directly. A recording is converted by its importer in
+//     a goroutine writing the trace into a pipe that a trace.Reader reads:
+//     the same bytes `bfcsim import` would write, so replaying a recording
+//     gives the same report as importing it and replaying the result.
+//
+// Memory stays flat: mtrace and malloc-lab convert line by line, and a
+// snapshot's importer spools its trace (trace/pytorch). Closing a Stream
+// stops its conversion.
+package input
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/bfcsim/bfcsim/trace"
+	"github.com/bfcsim/bfcsim/trace/malloclab"
+	"github.com/bfcsim/bfcsim/trace/mtrace"
+	"github.com/bfcsim/bfcsim/trace/pytorch"
+)
+
+// Format is a kind of input.
+type Format int
+
+// The formats bfcsim reads.
+const (
+	Trace     Format = iota // a bfcsim trace: JSON Lines
+	PyTorch                 // a PyTorch memory snapshot: pickle or JSON
+	Mtrace                  // a glibc mtrace log
+	Malloclab               // a CMU malloc-lab trace (.rep)
+)
+
+// Formats lists every format, trace first.
+var Formats = []Format{Trace, PyTorch, Mtrace, Malloclab}
+
+var formatNames = [...]string{Trace: "trace", PyTorch: "pytorch", Mtrace: "mtrace", Malloclab: "malloclab"}
+
+var formatDescriptions = [...]string{
+	Trace:     "a bfcsim trace",
+	PyTorch:   "a PyTorch memory snapshot",
+	Mtrace:    "a glibc mtrace log",
+	Malloclab: "a malloc-lab trace",
+}
+
+// Name is the format's name as `bfcsim import` spells it ("pytorch").
+func (f Format) Name() string { return formatNames[f] }
+
+// String describes the format for people ("a PyTorch memory snapshot").
+func (f Format) String() string { return formatDescriptions[f] }
+
+// expected is what an input that is none of the formats is told.
+const expected = "expected a bfcsim trace (JSON Lines), a PyTorch memory snapshot (pickle or JSON), a glibc mtrace log or a malloc-lab trace"
+
+// sniffBytes is how much of an input Detect may look at: enough for the
+// first lines of any format.
+const sniffBytes = 4 << 10
+
+// Options say how to read an input.
+type Options struct {
+	// Name names a converted recording's trace in its header ("" leaves
+	// it out); a trace keeps its own.
+	Name string
+	// SkipInvalid counts and skips invalid lines instead of stopping at
+	// the first one: in the trace (trace.SkipInvalid) and, for mtrace and
+	// malloc-lab, in the recording.
+	SkipInvalid bool
+	// Device is the PyTorch device to import; -1 picks the one with the
+	// most trace entries.
+	Device int
+	// NoAddr leaves mtrace's recorded addresses out of the trace.
+	NoAddr bool
+	// TempDir is where a large snapshot spools its trace while it is
+	// converted ("": the system's).
+	TempDir string
+}
+
+// Detect names the format of an input from its first bytes (decompressed),
+// or says what the input looks like when it is none of the formats. eof
+// says head is the whole input.
+func Detect(head []byte, eof bool) (Format, error) {
+	head = bytes.TrimPrefix(head, []byte{0xef, 0xbb, 0xbf}) // a UTF-8 BOM
+	text := bytes.TrimLeft(head, " \t\r\n")
+	if len(text) == 0 {
+		return Trace, nil // empty: a trace with no events
+	}
+	switch c := text[0]; {
+	case head[0] == 0x80 && len(head) > 1 && head[1] >= 2 && head[1] <= 5:
+		return PyTorch, nil // a pickle of protocol 2 or later; the importer says if it is no snapshot
+	case isOldPickle(head):
+		return PyTorch, nil
+	case c == '{':
+		if k, ok := firstKey(text); ok && snapshotKeys[k] {
+			return PyTorch, nil
+		}
+		return Trace, nil
+	case c == '[':
+		return 0, errors.New("a JSON array, not a trace (JSON Lines of objects) or a memory snapshot (an object); " + expected)
+	}
+	if !utf8.Valid(trimPartialRune(head, eof)) || bytes.IndexByte(head, 0) >= 0 {
+		return 0, fmt.Errorf("%s, not a trace; %s", binaryKind(head), expected)
+	}
+	line := firstLine(text)
+	switch {
+	case bytes.HasPrefix(line, []byte("= Start")) || bytes.HasPrefix(line, []byte("= End")) || bytes.HasPrefix(line, []byte("@ ")):
+		return Mtrace, nil
+	case looksMalloclab(text):
+		return Malloclab, nil
+	}
+	if len(line) > 60 {
+		line = append(line[:60:60], "..."...)
+	}
+	return 0, fmt.Errorf("text that is not a trace (its first line is %s); %s", strconv.Quote(string(line)), expected)
+}
+
+// snapshotKeys are the keys a memory snapshot's top-level dict starts with.
+var snapshotKeys = map[string]bool{"segments": true, "device_traces": true, "allocator_settings": true, "external_annotations": true}
+
+// isOldPickle recognises a pickle of protocol 0 or 1 holding a dict or a
+// list: MARK DICT or LIST, or EMPTY_DICT or EMPTY_LIST and a memo write.
+func isOldPickle(b []byte) bool {
+	if len(b) < 2 {
+		return false
+	}
+	switch {
+	case b[0] == '(' && (b[1] == 'd' || b[1] == 'l'):
+		return true
+	case (b[0] == '}' || b[0] == ']') && (b[1] == 'q' || b[1] == 'r' || b[1] == '(' || b[1] == 'p'):
+		return true
+	}
+	return false
+}
+
+// firstKey returns the first key of the JSON object b starts with.
+func firstKey(b []byte) (string, bool) {
+	b = bytes.TrimLeft(b[1:], " \t\r\n")
+	if len(b) == 0 || b[0] != '"' {
+		return "", false
+	}
+	end := bytes.IndexByte(b[1:], '"')
+	if end < 0 {
+		return "", false
+	}
+	return string(b[1 : 1+end]), true
+}
+
+func firstLine(b []byte) []byte {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		b = b[:i]
+	}
+	return bytes.TrimRight(b, "\r")
+}
+
+// trimPartialRune drops what may be a rune cut off at the end of a head
+// that is not the whole input.
+func trimPartialRune(b []byte, eof bool) []byte {
+	if !eof && len(b) > utf8.UTFMax {
+		return b[:len(b)-utf8.UTFMax]
+	}
+	return b
+}
+
+// looksMalloclab recognises malloc-lab's header: four whole numbers (on
+// one line or several, comments aside), then op lines.
+func looksMalloclab(text []byte) bool {
+	numbers := 0
+	for _, line := range bytes.Split(text, []byte("\n")) {
+		fields := bytes.Fields(line)
+		if len(fields) == 0 || fields[0][0] == '#' {
+			continue
+		}
+		if numbers < 4 {
+			for _, f := range fields {
+				if _, err := strconv.ParseInt(string(f), 10, 64); err != nil {
+					return false
+				}
+				numbers++
+			}
+			continue
+		}
+		op := string(fields[0])
+		return numbers == 4 && (op == "a" || op == "f" || op == "r")
+	}
+	return numbers == 4
+}
+
+// binaryKind names binary data by its magic bytes where they are well
+// known.
+func binaryKind(b []byte) string {
+	switch {
+	case bytes.HasPrefix(b, []byte("PK\x03\x04")):
+		return "a zip archive (torch.save writes these; a memory snapshot is what torch.cuda.memory._dump_snapshot writes)"
+	case bytes.HasPrefix(b, []byte("\x7fELF")):
+		return "an ELF executable"
+	case bytes.HasPrefix(b, []byte("%PDF")):
+		return "a PDF document"
+	case bytes.HasPrefix(b, []byte("\x89PNG")):
+		return "a PNG image"
+	case b[0] == 0x80:
+		return fmt.Sprintf("binary data (a pickle of protocol %d?)", b[min(1, len(b)-1)])
+	}
+	return "binary data"
+}
+
+// Peeked is an input whose format has been looked at.
+type Peeked struct {
+	// Reader reads the whole input, decompressed, from its start.
+	io.Reader
+	// Format is the input's format, when Unknown is nil.
+	Format Format
+	// Unknown says what the input looks like when it is none of the
+	// formats ("binary data, not a trace; expected ...").
+	Unknown error
+	dec     io.Closer
+}
+
+// Close releases the decompressor; it does not close the input.
+func (p *Peeked) Close() error { return p.dec.Close() }
+
+// Peek decompresses r if it is compressed and detects the format of its
+// content, consuming nothing of it. Errors are read or decompression
+// errors; an input of no known format is not an error (see Unknown).
+func Peek(r io.Reader) (*Peeked, error) {
+	dec, err := trace.NewDecompressReader(r)
+	if err != nil {
+		return nil, err
+	}
+	br := bufio.NewReaderSize(dec, 64<<10)
+	head, err := br.Peek(sniffBytes)
+	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
+		dec.Close()
+		return nil, err
+	}
+	p := &Peeked{Reader: br, dec: dec}
+	p.Format, p.Unknown = Detect(head, err == io.EOF)
+	return p, nil
+}
+
+// Stream is an input being read as a trace: directly, or converted from a
+// recording as it is read.
+type Stream struct {
+	*trace.Reader
+	// Format is the input's format.
+	Format Format
+
+	raw     *Counter
+	in      *Peeked
+	pr      *io.PipeReader
+	done    chan struct{} // closed when the conversion has ended
+	stats   any           // the importer's statistics (pytorch.Stats, ...)
+	convErr error
+}
+
+// Open reads r (named file in messages) as a trace, converting it on the
+// fly if it is a recording. ctx stops a conversion. The caller keeps
+// ownership of r and must Close the Stream.
+func Open(ctx context.Context, r io.Reader, file string, opt Options) (*Stream, error) {
+	s := &Stream{raw: &Counter{R: r}}
+	in, err := Peek(s.raw)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", file, err)
+	}
+	if in.Unknown != nil {
+		in.Close()
+		return nil, fmt.Errorf("%s: %w", file, in.Unknown)
+	}
+	s.in, s.Format = in, in.Format
+	var ropts []trace.ReaderOption
+	if opt.SkipInvalid {
+		ropts = append(ropts, trace.SkipInvalid())
+	}
+	if s.Format == Trace {
+		if s.Reader, err = trace.NewReader(in, file, ropts...); err != nil {
+			in.Close()
+			return nil, err
+		}
+		return s, nil
+	}
+	pr, pw := io.Pipe()
+	s.pr, s.done = pr, make(chan struct{})
+	go func() {
+		defer close(s.done)
+		w := trace.NewWriter(pw)
+		s.stats, s.convErr = Convert(ctx, s.Format, in, file, w, opt)
+		pw.CloseWithError(s.convErr) // nil: the trace ends
+	}()
+	if s.Reader, err = trace.NewReader(pr, file, ropts...); err != nil {
+		s.Close()
+		if s.convErr != nil {
+			return nil, s.convErr
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// Err returns what stopped the stream: the conversion's error, if the
+// recording could not be converted, else the trace's.
+func (s *Stream) Err() error {
+	err := s.Reader.Err()
+	if err != nil && s.done != nil {
+		<-s.done // the pipe failed: the conversion has ended, or is ending
+		if s.convErr != nil {
+			return s.convErr
+		}
+	}
+	return err
+}
+
+// Stats returns what the importer reported of a converted recording
+// (pytorch.Stats, mtrace.Stats or malloclab.Stats) once the stream has been
+// read to its end, else nil.
+func (s *Stream) Stats() any {
+	if s.done == nil {
+		return nil
+	}
+	select {
+	case <-s.done:
+		if s.convErr == nil {
+			return s.stats
+		}
+	default:
+	}
+	return nil
+}
+
+// BytesRead returns how many bytes of the input, as stored (compressed),
+// have been read; it is safe to call from another goroutine.
+func (s *Stream) BytesRead() int64 { return s.raw.N() }
+
+// Close stops the conversion, if any, and releases the decompressor. It
+// does not close the input.
+func (s *Stream) Close() error {
+	if s.pr != nil {
+		s.pr.CloseWithError(errClosed) // the converter's next write fails
+		<-s.done
+	}
+	if s.Reader != nil {
+		s.Reader.Close()
+	}
+	return s.in.Close()
+}
+
+var errClosed = errors.New("the trace was closed before its end")
+
+// Convert converts a recording of format f from r to a trace written to w,
+// header first, and flushes w. It returns the importer's statistics.
+// Errors in r name it by file.
+func Convert(ctx context.Context, f Format, r io.Reader, file string, w *trace.Writer, opt Options) (any, error) {
+	r = ctxReader{ctx: ctx, r: r}
+	switch f {
+	case PyTorch:
+		st, err := pytorch.Convert(ctx, r, w, pytorch.Options{Name: opt.Name, Device: opt.Device, TempDir: opt.TempDir})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		return st, nil
+	case Mtrace:
+		st, err := mtrace.Convert(r, file, w, mtrace.Options{Name: opt.Name, Lenient: opt.SkipInvalid, NoAddr: opt.NoAddr})
+		return st, err
+	case Malloclab:
+		st, err := malloclab.Convert(r, file, w, malloclab.Options{Name: opt.Name, Lenient: opt.SkipInvalid})
+		return st, err
+	}
+	return nil, fmt.Errorf("%s: %s is not a recording to convert", file, f)
+}
+
+// ctxReader fails its reads once ctx is done, so that a conversion stops
+// on an interrupt.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// Counter counts the bytes read through it, for progress reports drawn
+// from another goroutine.
+type Counter struct {
+	R io.Reader
+	n atomic.Int64
+}
+
+func (c *Counter) Read(p []byte) (int, error) {
+	n, err := c.R.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// N returns the bytes read so far; it is safe to call concurrently with
+// Read.
+func (c *Counter) N() int64 { return c.n.Load() }
