@@ -1,6 +1,7 @@
 package allocators
 
 import (
+	"context"
 	"errors"
 
 	"github.com/bfcsim/bfcsim/allocators/bfcdump"
@@ -211,6 +212,7 @@ type Planner interface {
 	// failure), never others. allocs stays the caller's: Plan copies what
 	// it needs. An error means the lifetimes are inconsistent (a size of 0,
 	// End <= Start, not sorted by Start) or cannot be planned; the
-	// allocator is then unusable.
-	Plan(allocs []Lifetime) error
+	// allocator is then unusable. Planning may be long (quadratic in the
+	// worst case); it stops with ctx's error soon after ctx is done.
+	Plan(ctx context.Context, allocs []Lifetime) error
 }

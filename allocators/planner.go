@@ -83,6 +83,7 @@ package allocators
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -176,7 +177,11 @@ func (s *offsetSet) add(x span) {
 }
 
 // Plan places every allocation; see the type's description.
-func (p *GreedyBySize) Plan(allocs []Lifetime) error {
+// planCheckEvery is how many placements pass between checks for a
+// cancelled context: one placement can cost a walk over many spans.
+const planCheckEvery = 64
+
+func (p *GreedyBySize) Plan(ctx context.Context, allocs []Lifetime) error {
 	if p.planned {
 		return errors.New("planner: Plan called twice")
 	}
@@ -237,7 +242,10 @@ func (p *GreedyBySize) Plan(allocs []Lifetime) error {
 	starts := make([]offsetSet, 2*leaves)
 	var meets []offsetSet
 	var walk gapWalker
-	for _, i := range order {
+	for k, i := range order {
+		if k%planCheckEvery == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
 		meets = meets[:0]
 		for v := int(i) + leaves; v >= 1; v >>= 1 {
 			meets = append(meets, cover[v])

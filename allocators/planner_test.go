@@ -2,6 +2,7 @@ package allocators
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -23,7 +24,7 @@ func newPlanned(t *testing.T, capacity uint64, align uint64, allocs []Lifetime) 
 	t.Helper()
 	p, err := NewGreedyBySize(NewVirtualSpace(capacity, CostModel{}, FirstFit), align)
 	require.NoError(t, err)
-	require.NoError(t, p.Plan(allocs))
+	require.NoError(t, p.Plan(context.Background(), allocs))
 	return p
 }
 
@@ -333,8 +334,8 @@ func TestPlannerReplay(t *testing.T) {
 		{Size: 1000, Start: 0, End: 2}, {Size: 500, Start: 1, End: 4},
 		{Size: 1024, Start: 3, End: 6}, {Size: 1, Start: 5, End: 7},
 	}
-	require.NoError(t, p.Plan(allocs))
-	require.ErrorContains(t, p.Plan(allocs), "Plan called twice")
+	require.NoError(t, p.Plan(context.Background(), allocs))
+	require.ErrorContains(t, p.Plan(context.Background(), allocs), "Plan called twice")
 	assert.Zero(t, p.LargestFreeBytes(), "nothing reserved yet")
 	assert.Zero(t, sp.Stats().ReserveCalls)
 
@@ -382,7 +383,7 @@ func TestPlannerOutOfMemory(t *testing.T) {
 	sp := NewVirtualSpace(4096, DefaultCostModel(), FirstFit)
 	p, err := NewGreedyBySize(sp, u)
 	require.NoError(t, err)
-	require.NoError(t, p.Plan([]Lifetime{life(10, 0, 3), life(8, 1, 3)}))
+	require.NoError(t, p.Plan(context.Background(), []Lifetime{life(10, 0, 3), life(8, 1, 3)}))
 	for _, n := range []uint64{10 * u, 8 * u} {
 		_, err := p.Allocate(n, 0)
 		require.ErrorIs(t, err, ErrOutOfMemory)
@@ -404,7 +405,7 @@ func TestPlannerAlignment(t *testing.T) {
 	p, err := NewGreedyBySize(sp, u)
 	require.NoError(t, err)
 	allocs := []Lifetime{{Size: 300, Start: 0, End: 9}, {Size: 100, Align: 4096, Start: 1, End: 9}}
-	require.NoError(t, p.Plan(allocs))
+	require.NoError(t, p.Plan(context.Background(), allocs))
 	assert.Equal(t, []uint64{0, 4096}, p.offset, "the 100 bytes go above the 512, at the next 4 KiB")
 	a, err := p.Allocate(300, 0)
 	require.NoError(t, err)
@@ -434,7 +435,7 @@ func TestPlannerBadLifetimes(t *testing.T) {
 	} {
 		p, err := NewGreedyBySize(NewVirtualSpace(1<<20, CostModel{}, FirstFit), u)
 		require.NoError(t, err)
-		assert.ErrorContains(t, p.Plan(tc.allocs), tc.msg)
+		assert.ErrorContains(t, p.Plan(context.Background(), tc.allocs), tc.msg)
 	}
 }
 
@@ -447,10 +448,25 @@ func BenchmarkPlannerPlanRandom(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				p, _ := NewGreedyBySize(NewVirtualSpace(1<<40, CostModel{}, FirstFit), u)
-				if err := p.Plan(allocs); err != nil {
+				if err := p.Plan(context.Background(), allocs); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 	}
+}
+
+// Planning stops once its context is done: a long plan must not outlive
+// an interrupt.
+func TestPlanInterrupted(t *testing.T) {
+	sp := NewVirtualSpace(1<<40, DefaultCostModel(), FirstFit)
+	p, err := NewGreedyBySize(sp, u)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	allocs := make([]Lifetime, 1000)
+	for i := range allocs {
+		allocs[i] = life(1, int64(i), int64(len(allocs)+i))
+	}
+	assert.ErrorIs(t, p.Plan(ctx, allocs), context.Canceled)
 }

@@ -238,7 +238,7 @@ func BenchmarkPlannerPlan(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := p.Plan(lts); err != nil {
+				if err := p.Plan(context.Background(), lts); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -47,7 +47,7 @@ func planOffline(ctx context.Context, runners []*runner, reread func() (Source, 
 		return err
 	}
 	for _, r := range planners {
-		if err := r.alloc.(allocators.Planner).Plan(lifetimes); err != nil {
+		if err := r.alloc.(allocators.Planner).Plan(ctx, lifetimes); err != nil {
 			return fmt.Errorf("%s: %w", r.name, err)
 		}
 	}

@@ -110,6 +110,65 @@ func writeFileAtomic(path string, fn func(w io.Writer) error) error {
 	return nil
 }
 
+// ctxReader fails its reads once ctx is done, so that reading a large input
+// stops on an interrupt.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// outputDir writes a command's files into a directory, each atomically,
+// stopping between files once ctx is done. If the command then fails (or
+// is interrupted) before it is complete, abandon takes back every file it
+// wrote and the directory if it made it, so that a failed run leaves no
+// output of its own.
+type outputDir struct {
+	ctx     context.Context
+	dir     string
+	made    bool // the directory did not exist before
+	written []string
+}
+
+func newOutputDir(ctx context.Context, dir string) (*outputDir, error) {
+	_, err := os.Stat(dir)
+	made := os.IsNotExist(err)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return &outputDir{ctx: ctx, dir: dir, made: made}, nil
+}
+
+// write writes the file name in the directory through fn.
+func (o *outputDir) write(name string, fn func(w io.Writer) error) error {
+	if err := o.ctx.Err(); err != nil {
+		return err
+	}
+	path := filepath.Join(o.dir, name)
+	if err := writeFileAtomic(path, fn); err != nil {
+		return err
+	}
+	o.written = append(o.written, path)
+	return nil
+}
+
+// abandon removes what the command wrote, and the directory if it made it
+// and nothing else is in it.
+func (o *outputDir) abandon() {
+	for _, p := range o.written {
+		_ = os.Remove(p)
+	}
+	if o.made {
+		_ = os.Remove(o.dir) // fails, as it should, if anything else is there
+	}
+}
+
 // writeCompressed runs fn on w, compressed as path's extension says.
 func writeCompressed(w io.Writer, path string, fn func(w io.Writer) error) error {
 	zw, err := trace.NewCompressWriter(w, trace.CompressionForPath(path))

@@ -21,6 +21,13 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// The first Ctrl-C or SIGTERM asks the command to stop, and it
+		// does, within a second, leaving no output behind; a second one is
+		// not caught and ends the process at once.
+		<-ctx.Done()
+		stop()
+	}()
 	e := &env{
 		stdin:    os.Stdin,
 		stdout:   os.Stdout,

@@ -99,7 +99,7 @@ func runMerge(cmd *cobra.Command, o *mergeOptions, paths []string) error {
 		}
 	}
 	if o.dir != "" {
-		if err := writeSweepDir(o.dir, sw, o.metric); err != nil {
+		if err := writeSweepDir(cmd.Context(), o.dir, sw, o.metric); err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -243,7 +244,7 @@ func runReplay(cmd *cobra.Command, e *env, o *replayOptions, paths []string) err
 	}
 	rep := report.Build(runs)
 	if o.out != "" {
-		if err := writeReportDir(o.out, rep, runs); err != nil {
+		if err := writeReportDir(cmd.Context(), o.out, rep, runs); err != nil {
 			return err
 		}
 	}
@@ -330,11 +331,18 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 // allocators that can describe their pool (TRACE.ALLOCATOR.peak.memdump and,
 // after an out-of-memory, .oom.memdump and .oom.log), every plot as PNG and
 // SVG, timeline.csv, index.html, report.md and, last, report.json, so that
-// a complete report.json means a complete directory.
-func writeReportDir(dir string, rep report.Report, runs []report.TraceRun) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// a complete report.json means a complete directory. It stops if ctx is
+// done, and a directory it did not complete is left as it was.
+func writeReportDir(ctx context.Context, dir string, rep report.Report, runs []report.TraceRun) (err error) {
+	out, err := newOutputDir(ctx, dir)
+	if err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil {
+			out.abandon()
+		}
+	}()
 	names := make([]string, len(rep.Traces))
 	seen := map[string]int{}
 	for i := range rep.Traces {
@@ -360,14 +368,14 @@ func writeReportDir(dir string, rep report.Report, runs []report.TraceRun) error
 				if f.snap == nil {
 					continue
 				}
-				path := filepath.Join(dir, report.DumpFileName(names[i], r.Allocator, f.kind))
-				if err := writeFileAtomic(path, func(w io.Writer) error { return f.fn(w, f.snap) }); err != nil {
+				name := report.DumpFileName(names[i], r.Allocator, f.kind)
+				if err := out.write(name, func(w io.Writer) error { return f.fn(w, f.snap) }); err != nil {
 					return err
 				}
 			}
 		}
 	}
-	figs, err := writePlots(dir, rep, names)
+	figs, err := writePlots(out, rep, names)
 	if err != nil {
 		return err
 	}
@@ -381,7 +389,7 @@ func writeReportDir(dir string, rep report.Report, runs []report.TraceRun) error
 		{"report.json", func(w io.Writer) error { return report.WriteJSON(w, rep) }},
 	}
 	for _, o := range outputs {
-		if err := writeFileAtomic(filepath.Join(dir, o.name), o.fn); err != nil {
+		if err := out.write(o.name, o.fn); err != nil {
 			return err
 		}
 	}
@@ -401,7 +409,7 @@ var plotTitles = map[string]string{
 // dir and returns them as figures for index.html. A per-allocator plot is
 // left out for an allocator that has nothing to draw (an occupancy map
 // when nothing was ever allocated).
-func writePlots(dir string, rep report.Report, names []string) ([]report.HTMLFigure, error) {
+func writePlots(out *outputDir, rep report.Report, names []string) ([]report.HTMLFigure, error) {
 	var figs []report.HTMLFigure
 	for i := range rep.Traces {
 		tr := &rep.Traces[i]
@@ -418,12 +426,15 @@ func writePlots(dir string, rep report.Report, names []string) ([]report.HTMLFig
 			for _, a := range allocs {
 				fig := report.HTMLFigure{Trace: i, Allocator: a, Kind: kind, Title: plotTitles[kind]}
 				for _, format := range report.PlotFormats {
+					if err := out.ctx.Err(); err != nil {
+						return nil, err
+					}
 					var buf bytes.Buffer
 					if err := report.WritePlot(&buf, tr, report.PlotOptions{Kind: kind, Allocator: a}, format); err != nil {
 						return nil, fmt.Errorf("plotting %s of %s: %w", kind, tr.Name, err)
 					}
 					file := report.PlotFileName(names[i], a, kind, format)
-					if err := writeFileAtomic(filepath.Join(dir, file), func(w io.Writer) error {
+					if err := out.write(file, func(w io.Writer) error {
 						_, err := w.Write(buf.Bytes())
 						return err
 					}); err != nil {
