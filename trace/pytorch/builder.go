@@ -6,6 +6,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // The builder is what the pickle and JSON readers feed: it holds the
@@ -132,11 +133,12 @@ type dictNode struct {
 	refs    int32  // copies on the reader's stack
 	frame   uint32 // reduced to a frame: its id + 1
 	spooled bool   // reduced to a record in a list's chain
+	empty   bool   // reduced to kEmpty: it has no key the importer reads
 	sealed  bool   // placed in a container: no more changes
 	free    bool
 }
 
-func (d *dictNode) reduced() bool { return d.spooled || d.frame != 0 }
+func (d *dictNode) reduced() bool { return d.spooled || d.frame != 0 || d.empty }
 
 type listNode struct {
 	n          int64  // items placed
@@ -470,6 +472,8 @@ func (b *builder) place(l *listNode, v value) error {
 	case kFrame:
 		b.noteFrame(l, v.aux)
 		return nil
+	case kEmpty:
+		b.rec = b.placeEmpty(l, idx)
 	case kDict:
 		d, err := b.dict(v)
 		if err != nil {
@@ -481,19 +485,29 @@ func (b *builder) place(l *listNode, v value) error {
 			return nil
 		case d.spooled:
 			return errSharedRecord
-		}
-		d.sealed = true
-		if fid, ok := b.frameOf(d); ok {
-			b.noteFrame(l, fid)
-			if d.isFrame() {
-				d.frame = fid + 1
-				b.reduceDict(v, d, value{kind: kFrame, aux: fid})
-				return nil
+		case d.empty:
+			b.rec = b.placeEmpty(l, idx)
+		case len(d.fields) == 0:
+			// A dict with no key the importer reads may be shared (a
+			// frame with only keys it does not read): it reduces to
+			// kEmpty, written again wherever it is placed.
+			d.sealed, d.empty = true, true
+			b.reduceDict(v, d, value{kind: kEmpty})
+			b.rec = b.placeEmpty(l, idx)
+		default:
+			d.sealed = true
+			if fid, ok := b.frameOf(d); ok {
+				b.noteFrame(l, fid)
+				if d.isFrame() {
+					d.frame = fid + 1
+					b.reduceDict(v, d, value{kind: kFrame, aux: fid})
+					return nil
+				}
 			}
+			b.rec = b.encodeDict(b.rec[:0], idx-l.last-1, d)
+			d.spooled = true
+			b.reduceDict(v, d, value{kind: kSpooled})
 		}
-		b.rec = b.encodeDict(b.rec[:0], idx-l.last-1, d)
-		d.spooled = true
-		b.reduceDict(v, d, value{kind: kSpooled})
 	default:
 		if err := b.seal(v); err != nil {
 			return err
@@ -502,6 +516,13 @@ func (b *builder) place(l *listNode, v value) error {
 	}
 	l.last = idx
 	return b.sp.append(l, b.rec)
+}
+
+// placeEmpty notes a dict with no key the importer reads, placed at idx
+// in l: a frame without a name, and a record without fields.
+func (b *builder) placeEmpty(l *listNode, idx int64) []byte {
+	b.noteFrame(l, b.internFrame(frame{}))
+	return b.encodeDict(b.rec[:0], idx-l.last-1, &dictNode{})
 }
 
 // isFrame says whether a dict is a frame: it has a frame's keys and no
@@ -533,11 +554,6 @@ func (b *builder) frameOf(d *dictNode) (uint32, bool) {
 		}
 	}
 	if !any {
-		if len(d.fields) == 0 {
-			// An empty dict is a frame without a name for the tag, as the
-			// first dict of a frames list.
-			return b.internFrame(frame{}), true
-		}
 		return 0, false
 	}
 	return b.internFrame(fr), true
@@ -599,6 +615,20 @@ func (b *builder) tagOf(fid uint32) uint32 {
 	}
 	b.frameTag[fid] = id + 1
 	return id
+}
+
+// str interns a string read from the document. Bytes that are not UTF-8
+// (a lone surrogate from Python, a character cut at maxKeptString) become
+// U+FFFD, the same whichever form the snapshot was in; a cut string gets a
+// suffix no whole string has, so that it equals no key.
+func (b *builder) str(s []byte, cut bool) value {
+	if !utf8.Valid(s) {
+		s = fromSurrogatePass(s)
+	}
+	if cut {
+		s = append(s, "\x00…"...)
+	}
+	return value{kind: kStr, aux: b.strs.intern(s)}
 }
 
 // newTuple makes a tuple of items: a list that takes no more items.

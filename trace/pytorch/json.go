@@ -67,17 +67,18 @@ func readJSON(r io.Reader, b *builder) (value, error) {
 			v = stack[len(stack)-1].c
 			stack = stack[:len(stack)-1]
 		case '"':
-			raw, err := dec.ReadValue()
+			// A token, not a raw value, so that a lone surrogate escape
+			// (which Python writes) reads as U+FFFD, as AllowInvalidUTF8 asks.
+			tok, err := dec.ReadToken()
 			if err != nil {
 				return value{}, jsonError(err)
 			}
-			if scratch, err = jsontext.AppendUnquote(scratch[:0], raw); err != nil {
-				return value{}, jsonError(err)
+			scratch = append(scratch[:0], tok.String()...)
+			cut := len(scratch) > maxKeptString
+			if cut {
+				scratch = scratch[:maxKeptString]
 			}
-			if len(scratch) > maxKeptString {
-				scratch = append(scratch[:maxKeptString], "\x00…"...)
-			}
-			v = value{kind: kStr, aux: b.strs.intern(scratch)}
+			v = b.str(scratch, cut)
 			if n := len(stack); n > 0 && stack[n-1].dict && !stack[n-1].haveKey {
 				stack[n-1].key, stack[n-1].haveKey = v, true
 				continue

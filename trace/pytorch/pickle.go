@@ -183,7 +183,15 @@ func (p *pickleReader) long(k uint64) (kept []byte, cut bool, err error) {
 
 // line reads up to and without a '\n'; a line longer than maxKeptString is
 // cut and the rest skipped.
-func (p *pickleReader) line() ([]byte, bool, error) {
+func (p *pickleReader) line() ([]byte, bool, error) { return p.lineMax(maxKeptString) }
+
+// unicodeEscapeMax is the most bytes protocol 0 spells a character with
+// (\UXXXXXXXX is ten; a character it escapes with \uXXXX takes up to three
+// bytes in UTF-8).
+const unicodeEscapeMax = 6
+
+// lineMax is line with a bound of its own.
+func (p *pickleReader) lineMax(maxKept int) ([]byte, bool, error) {
 	p.tmp = p.tmp[:0]
 	cut := false
 	for {
@@ -195,7 +203,7 @@ func (p *pickleReader) line() ([]byte, bool, error) {
 		chunk := p.buf[p.i:p.n]
 		if j := bytes.IndexByte(chunk, '\n'); j >= 0 {
 			if !cut {
-				keep := min(j, maxKeptString-len(p.tmp))
+				keep := min(j, maxKept-len(p.tmp))
 				p.tmp = append(p.tmp, chunk[:keep]...)
 				cut = keep < j
 			}
@@ -203,7 +211,7 @@ func (p *pickleReader) line() ([]byte, bool, error) {
 			return p.tmp, cut, nil
 		}
 		if !cut {
-			keep := min(len(chunk), maxKeptString-len(p.tmp))
+			keep := min(len(chunk), maxKept-len(p.tmp))
 			p.tmp = append(p.tmp, chunk[:keep]...)
 			cut = keep < len(chunk)
 		}
@@ -466,12 +474,16 @@ func (p *pickleReader) step(op byte) error {
 			return err
 		}
 		return p.pushString(s, cut)
-	case 'V': // UNICODE: raw-unicode-escape text
-		text, cut, err := p.line()
+	case 'V': // UNICODE: raw-unicode-escape text, cut once decoded, as other strings are
+		text, cut, err := p.lineMax(unicodeEscapeMax * maxKeptString)
 		if err != nil {
 			return err
 		}
-		return p.pushString(rawUnicodeEscape(text), cut)
+		s := rawUnicodeEscape(text)
+		if len(s) > maxKeptString {
+			s, cut = s[:maxKeptString], true
+		}
+		return p.pushString(s, cut)
 	case 'S': // STRING: a quoted Python 2 literal
 		text, cut, err := p.line()
 		if err != nil {
@@ -757,10 +769,27 @@ func (p *pickleReader) memoIndex(op byte) (uint32, error) {
 // pushString interns a string; a cut one gets a suffix no real string has,
 // so that it equals no key.
 func (p *pickleReader) pushString(s []byte, cut bool) error {
-	if cut {
-		s = append(s, "\x00…"...)
+	return p.push(p.b.str(s, cut))
+}
+
+// fromSurrogatePass reads what Python's pickler writes for a str: UTF-8,
+// except that a lone surrogate (which Python's str may hold) is encoded as
+// if it were a character, in three bytes. Each surrogate, like any other
+// byte that is not UTF-8, becomes U+FFFD: what a JSON reader makes of the
+// same string's \uDXXX escape.
+func fromSurrogatePass(b []byte) []byte {
+	out := make([]byte, 0, len(b)+8)
+	for i := 0; i < len(b); {
+		if b[i] == 0xed && i+2 < len(b) && b[i+1] >= 0xa0 && b[i+1] <= 0xbf && b[i+2] >= 0x80 && b[i+2] <= 0xbf {
+			out = utf8.AppendRune(out, utf8.RuneError)
+			i += 3
+			continue
+		}
+		r, n := utf8.DecodeRune(b[i:])
+		out = utf8.AppendRune(out, r)
+		i += n
 	}
-	return p.push(value{kind: kStr, aux: p.b.strs.intern(s)})
+	return out
 }
 
 // longValue reads n bytes of a little-endian two's complement integer.
@@ -869,8 +898,17 @@ func bigDecimal(b *builder, s string) (value, bool) {
 		}
 	}
 	if len(digits) > maxBigDigits {
+		// Too long to parse whole; its low 64 bits (a stream handle's,
+		// say) are still exact: arithmetic modulo 2^64 is.
+		var low uint64
+		for _, c := range []byte(digits) {
+			low = low*10 + uint64(c-'0')
+		}
+		if s[0] == '-' {
+			low = -low
+		}
 		text := fmt.Sprintf("an integer of %d digits", len(digits))
-		return value{kind: kBig, aux: b.strs.intern([]byte(text))}, true
+		return value{kind: kBig, bits: low, aux: b.strs.intern([]byte(text))}, true
 	}
 	x, ok := new(big.Int).SetString(s, 10)
 	if !ok {

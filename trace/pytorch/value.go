@@ -25,6 +25,7 @@ const (
 	kTag          // a frames list placed in a dict, reduced to its tag: aux is a tag id
 	kFrame        // a frame dict placed in a list, reduced to its frame: aux is a frame id
 	kSpooled      // memo only: a dict placed in a list, written to the spool and gone
+	kEmpty        // a dict with no key the importer reads, placed in a list
 )
 
 // value is one decoded pickle or JSON value as the builder keeps it: a
@@ -70,7 +71,7 @@ func (v value) typeName() string {
 		return "set"
 	case kList, kTag:
 		return "list"
-	case kDict, kFrame, kSpooled:
+	case kDict, kFrame, kSpooled, kEmpty:
 		return "dict"
 	}
 	return "value"
