@@ -264,10 +264,11 @@ type Stream struct {
 	Format Format
 
 	raw     *Counter
-	in      *Peeked
+	closeIn func() error // releases the decompressor of a trace read directly
 	pr      *io.PipeReader
-	done    chan struct{} // closed when the conversion has ended
-	stats   any           // the importer's statistics (pytorch.Stats, ...)
+	cancel  context.CancelFunc // stops the conversion
+	done    chan struct{}      // closed when the conversion has ended
+	stats   any                // the importer's statistics (pytorch.Stats, ...)
 	convErr error
 }
 
@@ -284,7 +285,7 @@ func Open(ctx context.Context, r io.Reader, file string, opt Options) (*Stream, 
 		in.Close()
 		return nil, fmt.Errorf("%s: %w", file, in.Unknown)
 	}
-	s.in, s.Format = in, in.Format
+	s.Format = in.Format
 	var ropts []trace.ReaderOption
 	if opt.SkipInvalid {
 		ropts = append(ropts, trace.SkipInvalid())
@@ -294,18 +295,22 @@ func Open(ctx context.Context, r io.Reader, file string, opt Options) (*Stream, 
 			in.Close()
 			return nil, err
 		}
+		s.closeIn = in.Close
 		return s, nil
 	}
+	ctx, s.cancel = context.WithCancel(ctx)
 	pr, pw := io.Pipe()
 	s.pr, s.done = pr, make(chan struct{})
 	go func() {
 		defer close(s.done)
+		defer in.Close() // the decompressor: released when the conversion ends
 		w := trace.NewWriter(pw)
 		s.stats, s.convErr = Convert(ctx, s.Format, in, file, w, opt)
 		pw.CloseWithError(s.convErr) // nil: the trace ends
 	}()
 	if s.Reader, err = trace.NewReader(pr, file, ropts...); err != nil {
 		s.Close()
+		<-s.done // the pipe failed, or is now closed: the conversion is ending
 		if s.convErr != nil {
 			return nil, s.convErr
 		}
@@ -318,11 +323,17 @@ func Open(ctx context.Context, r io.Reader, file string, opt Options) (*Stream, 
 // recording could not be converted, else the trace's.
 func (s *Stream) Err() error {
 	err := s.Reader.Err()
-	if err != nil && s.done != nil {
-		<-s.done // the pipe failed: the conversion has ended, or is ending
-		if s.convErr != nil {
-			return s.convErr
-		}
+	if err == nil || s.done == nil {
+		return err
+	}
+	var serr *trace.SyntaxError
+	if errors.As(err, &serr) {
+		s.Close() // the converted trace is bad: stop the conversion
+		return err
+	}
+	<-s.done // the pipe failed: the conversion has ended, or is ending
+	if s.convErr != nil {
+		return s.convErr
 	}
 	return err
 }
@@ -348,17 +359,22 @@ func (s *Stream) Stats() any {
 // have been read; it is safe to call from another goroutine.
 func (s *Stream) BytesRead() int64 { return s.raw.N() }
 
-// Close stops the conversion, if any, and releases the decompressor. It
-// does not close the input.
+// Close stops the conversion, if any: its next read or write fails. It
+// does not wait for it, so that an input that blocks (a pipe nobody
+// writes) cannot hold Close. It does not close the input; the caller
+// closes it after Close.
 func (s *Stream) Close() error {
 	if s.pr != nil {
-		s.pr.CloseWithError(errClosed) // the converter's next write fails
-		<-s.done
+		s.cancel()
+		s.pr.CloseWithError(errClosed)
 	}
 	if s.Reader != nil {
 		s.Reader.Close()
 	}
-	return s.in.Close()
+	if s.closeIn != nil {
+		return s.closeIn()
+	}
+	return nil
 }
 
 var errClosed = errors.New("the trace was closed before its end")

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// stripTimings removes what differs between two runs of the same replay:
+// the clock's figures and the input's path.
+var stripTimings = regexp.MustCompile(`"(p50|p90|p99|p999|max|mean|replay_seconds|events_per_second|path)": ("[^"]*"|[0-9.e+-]+)`)
+
+// A recording given to replay (and plot, compare, sweep, validate: they
+// open traces the same way) is recognised by its content, whatever its
+// file is called, and gives the same report as importing it and replaying
+// the result.
+func TestRecordingsReplayDirectly(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		format, file string
+		args         []string
+	}{
+		{"pytorch", fixtures + "small-large.pickle", []string{"-a", "pytorch,bfc"}},
+		{"pytorch", fixtures + "small-large.json", []string{"-a", "pytorch"}},
+		{"pytorch", fixtures + "proto5-bigints.pickle", []string{"-a", "pytorch,planner"}},
+		{"mtrace", "../../trace/mtrace/testdata/sort.mtrace", nil},
+		{"malloclab", "../../trace/malloclab/testdata/small.rep", []string{"-a", "bfc,arena"}},
+	} {
+		imported := filepath.Join(dir, tc.format+filepath.Base(tc.file)+".jsonl")
+		code, _, stderr := cli(t, "", "import", tc.format, tc.file, "-o", imported)
+		require.Equal(t, 0, code, stderr)
+
+		// The same bytes under a name that says nothing of the format.
+		data, err := os.ReadFile(tc.file)
+		require.NoError(t, err)
+		anon := filepath.Join(dir, "recording.bin")
+		require.NoError(t, os.WriteFile(anon, data, 0o644))
+
+		args := append([]string{"replay", "-f", "json"}, tc.args...)
+		code, viaImport, stderr := cli(t, "", append(args, imported)...)
+		require.Equal(t, 0, code, stderr)
+		code, direct, stderr := cli(t, "", append(args, tc.file)...)
+		require.Equal(t, 0, code, stderr)
+		assert.Equal(t, stripTimings.ReplaceAllString(viaImport, ""), stripTimings.ReplaceAllString(direct, ""), tc.file)
+		code, _, stderr = cli(t, "", append(args, anon)...)
+		require.Equal(t, 0, code, "%s under another name: %s", tc.file, stderr)
+	}
+
+	// validate reads the converted trace.
+	code, out, stderr := cli(t, "", "validate", fixtures+"streams.pickle")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "streams.pickle: valid")
+	assert.Contains(t, out, "source=pytorch-snapshot")
+
+	// Every recorded address of a snapshot replayed directly is
+	// reproduced, as after an import.
+	checked, matched := addressMatch(t, fixtures+"proto5-bigints.pickle", "-a", "pytorch")
+	assert.EqualValues(t, 242, checked)
+	assert.Equal(t, checked, matched)
+}
+
+// An input that is none of the formats gets one line saying what it looks
+// like and what was expected.
+func TestReplayUnknownInput(t *testing.T) {
+	const want = "; expected a bfcsim trace (JSON Lines), a PyTorch memory snapshot (pickle or JSON), a glibc mtrace log or a malloc-lab trace\n"
+	text := writeFile(t, "notes.txt", "hello world\n")
+	code, _, stderr := cli(t, "", "replay", text)
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "bfcsim: "+text+`: text that is not a trace (its first line is "hello world")`+want, stderr)
+
+	bin := writeFile(t, "weights.pt", "PK\x03\x04\x14\x00\x00\x00")
+	code, _, stderr = cli(t, "", "validate", bin)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "a zip archive (torch.save writes these")
+
+	list := writeFile(t, "list.pickle", "\x80\x04]\x94.")
+	code, _, stderr = cli(t, "", "plot", list, "-a", "bfc", "--kind", "timeline", "-o", filepath.Join(t.TempDir(), "p.png"))
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "bfcsim: "+list+": a pickle that is not a memory snapshot: its top level is a list, not a dict\n", stderr)
+}

@@ -1,0 +1,204 @@
+package input
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bfcsim/bfcsim/trace"
+	"github.com/bfcsim/bfcsim/trace/pytorch"
+)
+
+func TestDetect(t *testing.T) {
+	for _, tc := range []struct {
+		name, head string
+		want       Format
+		err        string
+	}{
+		{"empty", "", Trace, ""},
+		{"a header", `{"bfcsim_trace":1,"name":"x"}` + "\n", Trace, ""},
+		{"an event", `{"op":"alloc","id":1,"size":8}` + "\n", Trace, ""},
+		{"an event with an unknown key first", `{"x":1,"op":"alloc","id":1,"size":8}`, Trace, ""},
+		{"a BOM and a header", "\xef\xbb\xbf" + `{"bfcsim_trace":1}`, Trace, ""},
+		{"a pickle, protocol 4", "\x80\x04\x95\x10\x00", PyTorch, ""},
+		{"a pickle, protocol 2", "\x80\x02}q\x00", PyTorch, ""},
+		{"a pickle, protocol 1", "}q\x00(X\x08\x00\x00\x00segments", PyTorch, ""},
+		{"a pickle, protocol 0", "(dp0\nVsegments\n", PyTorch, ""},
+		{"a JSON snapshot", `{"segments": [], "device_traces": []}`, PyTorch, ""},
+		{"a JSON snapshot, indented", "{\n  \"segments\": [\n", PyTorch, ""},
+		{"a JSON snapshot, traces first", `{"device_traces": [[]], "segments": []}`, PyTorch, ""},
+		{"an mtrace log", "= Start\n@ ./p:[0x1] + 0x10 0x20\n", Mtrace, ""},
+		{"an mtrace log without its start", "@ ./p:[0x1] + 0x10 0x20\n", Mtrace, ""},
+		{"a malloc-lab trace", "20000\n2\n3\n1\na 0 10\na 1 20\nf 0\n", Malloclab, ""},
+		{"a malloc-lab trace, one header line", "# made by hand\n20000 2 3 1\na 0 10\n", Malloclab, ""},
+		{"a JSON array", `[1, 2, 3]`, 0, "a JSON array, not a trace"},
+		{"binary", "\x00\x01\x02garbage", 0, "binary data, not a trace; expected a bfcsim trace (JSON Lines), a PyTorch memory snapshot"},
+		{"an executable", "\x7fELF\x02\x01\x01\x00", 0, "an ELF executable, not a trace"},
+		{"a torch.save file", "PK\x03\x04\x00\x00", 0, "a zip archive (torch.save writes these"},
+		{"a newer pickle", "\x80\x09junk", 0, "binary data (a pickle of protocol 9?)"},
+		{"text", "hello world\nsecond line\n", 0, `text that is not a trace (its first line is "hello world"); expected`},
+		{"numbers, not malloc-lab", "1\n2\n3\n4\nhello\n", 0, `text that is not a trace (its first line is "1")`},
+	} {
+		f, err := Detect([]byte(tc.head), true)
+		if tc.err != "" {
+			require.Error(t, err, tc.name)
+			assert.Contains(t, err.Error(), tc.err, tc.name)
+			assert.NotContains(t, err.Error(), "\n", tc.name)
+			continue
+		}
+		require.NoError(t, err, tc.name)
+		assert.Equal(t, tc.want, f, tc.name)
+	}
+}
+
+// A multi-byte character cut at the end of what Detect is shown is not
+// binary data.
+func TestDetectCutRune(t *testing.T) {
+	head := []byte("= Start\n@ ./prög:[0x1] + 0x10 0x20\n")
+	cut := head[:bytes.IndexRune(head, 'ö')+1] // half of ö
+	f, err := Detect(cut, false)
+	require.NoError(t, err)
+	assert.Equal(t, Mtrace, f)
+	_, err = Detect(cut, true)
+	assert.Error(t, err, "at the end of the input, it is not cut: it is not UTF-8")
+}
+
+// readAll reads a stream to its end and returns its events as a trace.
+func readAll(t *testing.T, s *Stream) []trace.Event {
+	t.Helper()
+	var evs []trace.Event
+	for s.Next() {
+		evs = append(evs, s.Event())
+	}
+	require.NoError(t, s.Err())
+	return evs
+}
+
+// convertDirectly is what `bfcsim import` writes, read back.
+func convertDirectly(t *testing.T, f Format, data []byte) []trace.Event {
+	t.Helper()
+	var buf bytes.Buffer
+	_, err := Convert(context.Background(), f, bytes.NewReader(data), "x", trace.NewWriter(&buf), Options{Name: "n", Device: -1})
+	require.NoError(t, err)
+	r, err := trace.NewReader(&buf, "converted")
+	require.NoError(t, err)
+	var evs []trace.Event
+	for r.Next() {
+		evs = append(evs, r.Event())
+	}
+	require.NoError(t, r.Err())
+	return evs
+}
+
+// Every recording reads, plain or compressed, as the events its import
+// writes.
+func TestOpenConvertsRecordings(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want Format
+	}{
+		{"../pytorch/testdata/small-large.pickle", PyTorch},
+		{"../pytorch/testdata/small-large.json", PyTorch},
+		{"../pytorch/testdata/proto5-bigints.pickle", PyTorch},
+		{"../mtrace/testdata/sort.mtrace", Mtrace},
+		{"../malloclab/testdata/small.rep", Malloclab},
+	} {
+		data, err := os.ReadFile(tc.file)
+		require.NoError(t, err)
+		want := convertDirectly(t, tc.want, data)
+		var gz bytes.Buffer
+		zw := gzip.NewWriter(&gz)
+		_, _ = zw.Write(data)
+		require.NoError(t, zw.Close())
+		for _, in := range [][]byte{data, gz.Bytes()} {
+			s, err := Open(context.Background(), bytes.NewReader(in), tc.file, Options{Name: "n", Device: -1})
+			require.NoError(t, err, tc.file)
+			assert.Equal(t, tc.want, s.Format, tc.file)
+			assert.Equal(t, "n", s.Header().Name)
+			got := readAll(t, s)
+			assert.Equal(t, want, got, tc.file)
+			assert.NotNil(t, s.Stats(), "%s: the importer's statistics, once read to the end", tc.file)
+			assert.EqualValues(t, len(in), s.BytesRead(), "%s: every byte of the input was read", tc.file)
+			require.NoError(t, s.Close())
+		}
+	}
+}
+
+func TestOpenTrace(t *testing.T) {
+	const tr = `{"bfcsim_trace":1,"name":"own"}` + "\n" + `{"op":"alloc","id":1,"size":8}` + "\n" + `{"op":"free","id":1}` + "\n"
+	s, err := Open(context.Background(), strings.NewReader(tr), "t.jsonl", Options{Name: "not used"})
+	require.NoError(t, err)
+	defer s.Close()
+	assert.Equal(t, Trace, s.Format)
+	assert.Equal(t, "own", s.Header().Name, "a trace keeps its own name")
+	assert.Len(t, readAll(t, s), 2)
+	assert.Nil(t, s.Stats())
+}
+
+// A recording that cannot be converted fails with the importer's error,
+// naming the file, not a pipe's.
+func TestOpenConversionErrors(t *testing.T) {
+	_, err := Open(context.Background(), strings.NewReader("\x80\x04]\x94."), "list.pickle", Options{Device: -1})
+	require.Error(t, err)
+	assert.Equal(t, "list.pickle: a pickle that is not a memory snapshot: its top level is a list, not a dict", err.Error())
+
+	// An mtrace log converts as it is read: the error comes when Open
+	// reads the header or, after events, from Err.
+	for _, events := range []int{0, 20_000} {
+		log := "= Start\n" + strings.Repeat("@ ./p:[0x1] + 0x10 0x20\n@ ./p:[0x1] - 0x10\n", events) + "@ ./p:[0x1] + 0x20\n"
+		s, err := Open(context.Background(), strings.NewReader(log), "bad.mtrace", Options{})
+		if err == nil {
+			for s.Next() {
+			}
+			err = s.Err()
+			s.Close()
+		}
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `bad.mtrace:`+strconv.Itoa(2*events+2)+`: not an mtrace line: "@ ./p:[0x1] + 0x20"`)
+	}
+
+	_, err = Open(context.Background(), strings.NewReader("\x00\x00"), "zeros", Options{})
+	assert.EqualError(t, err, "zeros: binary data, not a trace; "+expected)
+}
+
+// Closing a stream early stops its conversion, and an interrupt stops it
+// too; neither waits for an input that blocks.
+func TestOpenStops(t *testing.T) {
+	var snap bytes.Buffer
+	opt := pytorch.DefaultSynthetic(50_000)
+	opt.Frames = 4
+	require.NoError(t, pytorch.WriteSynthetic(&snap, opt))
+
+	s, err := Open(context.Background(), bytes.NewReader(snap.Bytes()), "s.pickle", Options{Device: -1})
+	require.NoError(t, err)
+	for range 10 {
+		require.True(t, s.Next())
+	}
+	require.NoError(t, s.Close())
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the conversion goes on after Close")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe() // an input that blocks after its first bytes
+	go func() {
+		_, _ = pw.Write(snap.Bytes()[:snap.Len()/2])
+		cancel()
+	}()
+	_, err = Open(ctx, pr, "half.pickle", Options{Device: -1})
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, context.Canceled), "%v", err)
+	pw.Close()
+}
