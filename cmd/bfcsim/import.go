@@ -108,14 +108,20 @@ func newImportCmd(e *env) *cobra.Command {
 	}
 	cmd := &cobra.Command{
 		Use:   "import FORMAT INPUT [-o OUTPUT]",
-		Short: "Convert a recorded trace (mtrace, malloc-lab) to a bfcsim trace",
+		Short: "Convert a recording (PyTorch snapshot, mtrace, malloc-lab) to a bfcsim trace",
 		Long: `Convert a trace recorded by another tool to a bfcsim trace. Formats:
 
 ` + formats.String() + `
-INPUT may be gzip- or zstd-compressed, or - for standard input. The trace is
-written to -o, compressed when it ends in .gz or .zst, atomically: a failed
-conversion leaves no file. Without -o, or with -o -, it goes to standard
-output. A one-line summary goes to standard error.
+INPUT may be gzip- or zstd-compressed, or - for standard input; an input
+that is plainly another of the formats is refused. The trace is written to
+-o, compressed when it ends in .gz or .zst, atomically: a failed conversion
+leaves no file. Without -o, or with -o -, it goes to standard output. A
+one-line summary goes to standard error, and a progress bar (bytes read) on
+a terminal.
+
+replay, plot, compare, sweep and validate also take these recordings
+directly, recognised by their content, and convert them on the fly to the
+same trace; import is for keeping the trace, or picking --device.
 
 An input line that cannot be converted stops the conversion with
 file:line: reason (exit 2); --skip-invalid counts and skips such lines.
@@ -127,7 +133,9 @@ live when it started are rebuilt from its final state and written first,
 between the marks "start state" and "recording starts". A pickle that asks
 to run code (GLOBAL, REDUCE, BUILD, ...) is refused: a snapshot holds only
 plain data. --device picks the device (default: the one with the most trace
-entries). See docs/trace-format.md.`,
+entries). The snapshot is read in one pass, in memory that does not grow
+with its trace: a large one spools its entries to a temporary file ($TMPDIR,
+about 25 bytes an entry). See docs/recording.md.`,
 		Example: `  bfcsim import mtrace mtrace.log -o prog.jsonl.zst
   bfcsim import malloclab short1.rep -o short1.jsonl
   bfcsim import pytorch snapshot.pickle --device 0 -o run.jsonl.zst

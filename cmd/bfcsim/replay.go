@@ -53,12 +53,16 @@ peak, TensorFlow's fragmentation metric, failed allocations, device calls and
 their modeled time, allocation latency, and replay speed.
 
 A trace is a JSON Lines file (optionally .gz or .zst), or - for standard input.
+A recording is taken as it is, recognised by its content, and converted on
+the fly as 'bfcsim import' would: a PyTorch memory snapshot (pickle or JSON;
+its device with the most entries), a glibc mtrace log, a malloc-lab trace.
 The device capacity is --capacity, else the trace header's, else 80GiB.
 
 Allocators (-a) and their options (--set NAME.KEY=VALUE):
 ` + allocatorHelp(),
 		Example: `  bfcsim replay traces/transformer-train.jsonl
   bfcsim replay run.jsonl.gz -a bfc,naive --capacity 16GiB -f json
+  bfcsim replay snapshot.pickle -a pytorch,bfc
   bfcsim replay t.jsonl --set bfc.allow_growth=false --set bfc.garbage_collection=true
   bfcsim replay t.jsonl -o out/ --events-out out/events.jsonl.zst`,
 		Args: traceArgs,
