@@ -132,6 +132,11 @@ func (w *Writer) Flush() error {
 // appendFloat writes x in plain decimal notation (5000000, not 5e+06) while
 // that stays short, and in exponent form for very large or tiny values.
 func appendFloat(b []byte, x float64) []byte {
+	// Whole numbers (times in µs or ns are) print as integers, the same
+	// text as 'f' gives, several times faster. Zero keeps its sign below.
+	if x != 0 && x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+		return strconv.AppendInt(b, int64(x), 10)
+	}
 	if a := math.Abs(x); a == 0 || (a >= 1e-6 && a < 1e21) {
 		return strconv.AppendFloat(b, x, 'f', -1, 64)
 	}

@@ -153,6 +153,9 @@ type listNode struct {
 	tuple      bool   // a tuple: its items came with it
 	used       bool   // read as a segment's blocks
 	free       bool
+	// lastAddr and lastTime are the last compact entry's, which the next
+	// one's are written as differences from (encodeDict).
+	lastAddr, lastTime uint64
 }
 
 // frame is a frame dict, by content.
@@ -504,7 +507,7 @@ func (b *builder) place(l *listNode, v value) error {
 					return nil
 				}
 			}
-			b.rec = b.encodeDict(b.rec[:0], idx-l.last-1, d)
+			b.rec = b.encodeDict(b.rec[:0], idx-l.last-1, d, l)
 			d.spooled = true
 			b.reduceDict(v, d, value{kind: kSpooled})
 		}
@@ -522,7 +525,7 @@ func (b *builder) place(l *listNode, v value) error {
 // in l: a frame without a name, and a record without fields.
 func (b *builder) placeEmpty(l *listNode, idx int64) []byte {
 	b.noteFrame(l, b.internFrame(frame{}))
-	return b.encodeDict(b.rec[:0], idx-l.last-1, &dictNode{})
+	return b.encodeDict(b.rec[:0], idx-l.last-1, &dictNode{}, l)
 }
 
 // isFrame says whether a dict is a frame: it has a frame's keys and no

@@ -53,6 +53,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync"
 )
 
 // snapshot is the part of a memory snapshot the importer reads.
@@ -372,13 +373,21 @@ func (s *snapshot) traceLen(dev int) int64 {
 	return l.n
 }
 
-// entryCheckEvery is how many entries pass between checks for an
-// interrupt.
-const entryCheckEvery = 1 << 14
+// entryBatch is how many entries are decoded at a time: a walk decodes
+// the next batch in a goroutine of its own while fn runs on this one.
+const entryBatch = 1024
+
+type entries struct {
+	index []int64
+	e     []entry
+	err   error // what stopped the decoding after these entries
+}
 
 // eachEntry calls fn with each entry of device dev's trace, in order, with
-// its index in the trace. Entries are decoded from the spool; the first
-// one that does not fit the schema stops the walk with an error naming it.
+// its index in the trace. Entries are decoded from the spool, one batch
+// ahead of fn, on another goroutine; the first entry that does not fit the
+// schema stops the walk with an error naming it, as does ctx, or fn's
+// error. fn must not keep the entry it is given.
 func (s *snapshot) eachEntry(ctx context.Context, dev int, fn func(i int64, e *entry) error) error {
 	if dev >= len(s.traces) {
 		return nil
@@ -397,28 +406,81 @@ func (s *snapshot) eachEntry(ctx context.Context, dev int, fn func(i int64, e *e
 	default:
 		return fmt.Errorf("%s: a %s, not a list", parent, v.typeName())
 	}
-	cr := b.chain(l)
-	var rec record
-	var e entry
-	for n := 0; ; n++ {
-		if n%entryCheckEvery == 0 && ctx.Err() != nil {
+	full := make(chan *entries, 2)
+	free := make(chan *entries, 3)
+	for range cap(free) {
+		free <- &entries{index: make([]int64, 0, entryBatch), e: make([]entry, 0, entryBatch)}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(full)
+		b.decodeEntries(b.chain(l), parent, free, full, stop)
+	}()
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	for batch := range full {
+		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		err := cr.next(&rec)
-		if err == io.EOF {
-			return nil
+		for k := range batch.e {
+			if err := fn(batch.index[k], &batch.e[k]); err != nil {
+				return err
+			}
 		}
-		if err != nil {
-			return err
+		if batch.err != nil {
+			return batch.err
 		}
-		if !rec.dict {
-			return fmt.Errorf("%s: a %s where a dict was expected", where(parent, rec.index), rec.item.typeName())
+		free <- batch
+	}
+	return nil
+}
+
+// decodeEntries decodes a chain of entries into batches taken from free
+// and handed on through full, until the chain ends, an entry is bad, or
+// stop is closed.
+func (b *builder) decodeEntries(cr *chainReader, parent string, free <-chan *entries, full chan<- *entries, stop <-chan struct{}) {
+	var rec record
+	for {
+		var batch *entries
+		select {
+		case batch = <-free:
+		case <-stop:
+			return
 		}
-		if err := b.decodeEntry(&rec, &e); err != nil {
-			return fmt.Errorf("%s: %w", where(parent, rec.index), err)
+		batch.index, batch.e = batch.index[:0], batch.e[:0]
+		for len(batch.e) < entryBatch && batch.err == nil {
+			err := cr.next(&rec)
+			if err == io.EOF {
+				break
+			}
+			switch {
+			case err != nil:
+				batch.err = err
+			case !rec.dict:
+				batch.err = fmt.Errorf("%s: a %s where a dict was expected", where(parent, rec.index), rec.item.typeName())
+			default:
+				batch.e = append(batch.e, entry{})
+				if err := b.decodeEntry(&rec, &batch.e[len(batch.e)-1]); err != nil {
+					batch.e = batch.e[:len(batch.e)-1]
+					batch.err = fmt.Errorf("%s: %w", where(parent, rec.index), err)
+					break
+				}
+				batch.index = append(batch.index, rec.index)
+			}
 		}
-		if err := fn(rec.index, &e); err != nil {
-			return err
+		last := len(batch.e) < entryBatch || batch.err != nil
+		select {
+		case full <- batch:
+		case <-stop:
+			return
+		}
+		if last {
+			return
 		}
 	}
 }

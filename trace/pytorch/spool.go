@@ -172,6 +172,9 @@ type chainReader struct {
 	buf      []byte
 	i        int
 	last     int64 // index of the last record read
+	// lastAddr and lastTime are the previous compact entry's, which the
+	// next one's are written as differences from (see encodeDict).
+	lastAddr, lastTime uint64
 }
 
 // maxRecord bounds an encoded record: a field count, and for each key a
@@ -296,7 +299,10 @@ const (
 	recEntry = 2
 )
 
-func (b *builder) encodeDict(dst []byte, gap int64, d *dictNode) []byte {
+// encodeDict encodes d, placed in l after a gap of items that were not
+// written. A compact entry's address and integer time are written as the
+// difference from the list's previous ones: a few bytes instead of eight.
+func (b *builder) encodeDict(dst []byte, gap int64, d *dictNode, l *listNode) []byte {
 	dst = binary.AppendUvarint(dst, uint64(gap))
 	if e, ok := b.compactEntry(d); ok {
 		dst = append(dst, recEntry, e.flags)
@@ -304,7 +310,8 @@ func (b *builder) encodeDict(dst []byte, gap int64, d *dictNode) []byte {
 			dst = binary.AppendUvarint(dst, uint64(e.action))
 		}
 		if e.flags&ceAddr != 0 {
-			dst = binary.AppendUvarint(dst, e.addr)
+			dst = binary.AppendVarint(dst, int64(e.addr-l.lastAddr))
+			l.lastAddr = e.addr
 		}
 		if e.flags&ceSize != 0 {
 			dst = binary.AppendUvarint(dst, e.size)
@@ -313,7 +320,8 @@ func (b *builder) encodeDict(dst []byte, gap int64, d *dictNode) []byte {
 			dst = binary.AppendVarint(dst, e.stream)
 		}
 		if e.flags&ceTimeInt != 0 {
-			dst = binary.AppendVarint(dst, int64(e.time))
+			dst = binary.AppendVarint(dst, int64(e.time-l.lastTime))
+			l.lastTime = e.time
 		} else if e.flags&ceTimeFloat != 0 {
 			dst = binary.LittleEndian.AppendUint64(dst, e.time)
 		}
@@ -435,7 +443,8 @@ func (r *chainReader) next(rec *record) error {
 			e.action = uint32(d.uvarint())
 		}
 		if e.flags&ceAddr != 0 {
-			e.addr = d.uvarint()
+			e.addr = r.lastAddr + uint64(d.varint())
+			r.lastAddr = e.addr
 		}
 		if e.flags&ceSize != 0 {
 			e.size = d.uvarint()
@@ -444,7 +453,8 @@ func (r *chainReader) next(rec *record) error {
 			e.stream = d.varint()
 		}
 		if e.flags&ceTimeInt != 0 {
-			e.time = uint64(d.varint())
+			e.time = r.lastTime + uint64(d.varint())
+			r.lastTime = e.time
 		} else if e.flags&ceTimeFloat != 0 {
 			e.time = d.fixed64()
 		}
