@@ -179,7 +179,53 @@ func (s *offsetSet) add(x span) {
 // Plan places every allocation; see the type's description.
 // planCheckEvery is how many placements pass between checks for a
 // cancelled context: one placement can cost a walk over many spans.
-const planCheckEvery = 64
+// planSetupCheckEvery is the same for the steps before placement, which
+// cost O(log n) an allocation.
+const (
+	planCheckEvery      = 64
+	planSetupCheckEvery = 1 << 16
+)
+
+// sortStopping sorts x by cmp, a total order, stopping with ctx's error
+// soon after ctx is done: runs of planSetupCheckEvery are sorted, then
+// merged pairwise. Sorting millions of allocations takes seconds, too long
+// to wait for after an interrupt.
+func sortStopping(ctx context.Context, x []int32, cmp func(a, b int32) int) error {
+	const run = planSetupCheckEvery
+	for lo := 0; lo < len(x); lo += run {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		slices.SortFunc(x[lo:min(lo+run, len(x))], cmp)
+	}
+	tmp := make([]int32, len(x))
+	src, dst := x, tmp
+	for width := run; width < len(x); width *= 2 {
+		for lo := 0; lo < len(x); lo += 2 * width {
+			mid, hi := min(lo+width, len(x)), min(lo+2*width, len(x))
+			i, j, k := lo, mid, lo
+			for ; i < mid && j < hi; k++ {
+				if k%run == 0 && ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if cmp(src[j], src[i]) < 0 {
+					dst[k] = src[j]
+					j++
+				} else {
+					dst[k] = src[i]
+					i++
+				}
+			}
+			k += copy(dst[k:], src[i:mid])
+			copy(dst[k:], src[j:hi])
+		}
+		src, dst = dst, src
+	}
+	if len(x) > 0 && &src[0] != &x[0] {
+		copy(x, src)
+	}
+	return nil
+}
 
 func (p *GreedyBySize) Plan(ctx context.Context, allocs []Lifetime) error {
 	if p.planned {
@@ -209,6 +255,9 @@ func (p *GreedyBySize) Plan(ctx context.Context, allocs []Lifetime) error {
 	// Ranges of indexes: allocation i covers [i, ends[i]).
 	ends := make([]int32, n)
 	for i, l := range allocs {
+		if i%planSetupCheckEvery == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
 		rest := allocs[i+1:]
 		ends[i] = int32(i + 1 + sort.Search(len(rest), func(k int) bool { return rest[k].Start >= l.End }))
 	}
@@ -216,12 +265,14 @@ func (p *GreedyBySize) Plan(ctx context.Context, allocs []Lifetime) error {
 	for i := range order {
 		order[i] = int32(i)
 	}
-	slices.SortFunc(order, func(a, b int32) int {
+	if err := sortStopping(ctx, order, func(a, b int32) int {
 		if c := cmp.Compare(allocs[b].Size, allocs[a].Size); c != 0 {
 			return c
 		}
 		return cmp.Compare(a, b)
-	})
+	}); err != nil {
+		return err
+	}
 
 	p.size = make([]uint64, n)
 	p.offset = make([]uint64, n)

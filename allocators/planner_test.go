@@ -470,3 +470,21 @@ func TestPlanInterrupted(t *testing.T) {
 	}
 	assert.ErrorIs(t, p.Plan(ctx, allocs), context.Canceled)
 }
+
+// sortStopping sorts as slices.SortFunc does, across runs and merges.
+func TestSortStopping(t *testing.T) {
+	for _, n := range []int{0, 1, 5, planSetupCheckEvery, planSetupCheckEvery + 1, 3*planSetupCheckEvery + 17} {
+		x := make([]int32, n)
+		for i := range x {
+			x[i] = int32((i * 7919) % 1000)
+		}
+		want := slices.Clone(x)
+		c := func(a, b int32) int { return cmp.Compare(a, b) }
+		slices.SortFunc(want, c)
+		require.NoError(t, sortStopping(context.Background(), x, c))
+		assert.Equal(t, want, x, "n=%d", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.ErrorIs(t, sortStopping(ctx, make([]int32, 10), func(a, b int32) int { return 0 }), context.Canceled)
+}
