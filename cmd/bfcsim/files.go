@@ -264,28 +264,36 @@ func newProgress(e *env, path string, size int64, read func() int64, quiet bool)
 	if !e.progress || quiet {
 		return nil
 	}
+	tick := e.redraw
+	if tick == 0 {
+		tick = progressTick
+	}
+	name := filepath.Base(path)
+	if path == "-" {
+		name = "stdin"
+	}
 	bar := progressbar.NewOptions64(size,
 		progressbar.OptionSetWriter(e.stderr),
-		progressbar.OptionSetDescription(filepath.Base(path)),
+		progressbar.OptionSetDescription(name),
 		progressbar.OptionShowBytes(true),
 		progressbar.OptionUseIECUnits(true),
-		progressbar.OptionThrottle(100_000_000), // 100 ms
+		progressbar.OptionThrottle(tick),
 		progressbar.OptionClearOnFinish(),
 		progressbar.OptionSetWidth(30),
 		progressbar.OptionSetPredictTime(true),
 	)
-	p := &progress{bar: bar, name: filepath.Base(path), read: read, start: time.Now(), stop: make(chan struct{})}
+	p := &progress{bar: bar, name: name, read: read, start: time.Now(), stop: make(chan struct{})}
 	p.done.Add(1)
-	go p.run()
+	go p.run(tick)
 	return p
 }
 
-// progressTick is how often the bar is redrawn.
+// progressTick is how often a bar is redrawn: smooth enough, cheap enough.
 const progressTick = 100 * time.Millisecond
 
-func (p *progress) run() {
+func (p *progress) run(tick time.Duration) {
 	defer p.done.Done()
-	t := time.NewTicker(progressTick)
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
 		select {
@@ -306,10 +314,11 @@ func (p *progress) draw() {
 	_ = p.bar.Set64(p.read())
 }
 
-// finish stops and clears the bar.
+// finish draws the bar a last time, then clears it.
 func (p *progress) finish() {
 	close(p.stop)
 	p.done.Wait()
+	p.draw()
 	_ = p.bar.Finish()
 }
 

@@ -219,9 +219,7 @@ func runImport(cmd *cobra.Command, e *env, o *importOptions, format, path string
 	if name == "" {
 		name = traceNameOf(path, f.name)
 	}
-	if p := newProgress(e, path, size, count.N, o.quiet); p != nil {
-		defer p.finish()
-	}
+	p := newProgress(e, path, size, count.N, o.quiet)
 	var res importResult
 	write := func(w io.Writer) error {
 		st, err := input.Convert(cmd.Context(), f.format, in, file, trace.NewWriter(w), input.Options{
@@ -242,6 +240,9 @@ func runImport(cmd *cobra.Command, e *env, o *importOptions, format, path string
 		err = write(cmd.OutOrStdout())
 	} else {
 		err = writeFileAtomic(o.out, write)
+	}
+	if p != nil {
+		p.finish() // before anything else is written to standard error
 	}
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"golang.org/x/term"
 )
@@ -45,6 +46,8 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	progress       bool
+	// redraw is how often a progress bar is redrawn; 0 is every 100 ms.
+	redraw time.Duration
 }
 
 // Exit codes.

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/bfcsim/bfcsim/trace/pytorch"
 )
 
 // stripTimings removes what differs between two runs of the same replay:
@@ -81,4 +86,32 @@ func TestReplayUnknownInput(t *testing.T) {
 	code, _, stderr = cli(t, "", "plot", list, "-a", "bfc", "--kind", "timeline", "-o", filepath.Join(t.TempDir(), "p.png"))
 	assert.Equal(t, 2, code)
 	assert.Equal(t, "bfcsim: "+list+": a pickle that is not a memory snapshot: its top level is a list, not a dict\n", stderr)
+}
+
+// On a terminal, import and replay draw a bar of the input's bytes read;
+// -q hides it, and it never touches standard output. (The input is
+// standard input, whose length is unknown, so that the bar is drawn while
+// the input is read and not only once it is all read.)
+func TestRecordingProgress(t *testing.T) {
+	var snap bytes.Buffer
+	opt := pytorch.DefaultSynthetic(50_000)
+	opt.Frames = 4
+	require.NoError(t, pytorch.WriteSynthetic(&snap, opt))
+
+	for _, args := range [][]string{
+		{"import", "pytorch", "-", "-o", filepath.Join(t.TempDir(), "t.jsonl")},
+		{"replay", "-", "-a", "bfc"},
+	} {
+		var out, errOut bytes.Buffer
+		e := &env{stdin: bytes.NewReader(snap.Bytes()), stdout: &out, stderr: &errOut, progress: true, redraw: time.Millisecond}
+		require.Equal(t, 0, run(context.Background(), e, args), errOut.String())
+		assert.Contains(t, errOut.String(), "stdin", "%v: the bar names the input", args)
+		assert.Contains(t, errOut.String(), "MiB", "%v: and counts its bytes", args)
+		assert.NotContains(t, out.String(), "\r", "%v: the bar is on standard error only", args)
+
+		errOut.Reset()
+		e.stdin = bytes.NewReader(snap.Bytes())
+		require.Equal(t, 0, run(context.Background(), e, append(args, "-q")))
+		assert.NotContains(t, errOut.String(), "MiB", "%v -q: no bar", args)
+	}
 }
