@@ -110,20 +110,6 @@ func writeFileAtomic(path string, fn func(w io.Writer) error) error {
 	return nil
 }
 
-// ctxReader fails its reads once ctx is done, so that reading a large input
-// stops on an interrupt.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}
-
 // outputDir writes a command's files into a directory, each atomically,
 // stopping between files once ctx is done. If the command then fails (or
 // is interrupted) before it is complete, abandon takes back every file it

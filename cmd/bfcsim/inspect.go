@@ -90,7 +90,7 @@ func runInspect(cmd *cobra.Command, e *env, o *inspectOptions, path string) erro
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	defer rc.Close()
-	snap, _, err := bfcdump.Read(ctxReader{ctx: cmd.Context(), r: rc}, name)
+	snap, _, err := bfcdump.Read(trace.ContextReader(cmd.Context(), rc), name)
 	if err != nil {
 		return err
 	}

@@ -383,7 +383,7 @@ var errClosed = errors.New("the trace was closed before its end")
 // header first, and flushes w. It returns the importer's statistics.
 // Errors in r name it by file.
 func Convert(ctx context.Context, f Format, r io.Reader, file string, w *trace.Writer, opt Options) (any, error) {
-	r = ctxReader{ctx: ctx, r: r}
+	r = trace.ContextReader(ctx, r)
 	switch f {
 	case PyTorch:
 		st, err := pytorch.Convert(ctx, r, w, pytorch.Options{Name: opt.Name, Device: opt.Device, TempDir: opt.TempDir})
@@ -399,20 +399,6 @@ func Convert(ctx context.Context, f Format, r io.Reader, file string, w *trace.W
 		return st, err
 	}
 	return nil, fmt.Errorf("%s: %s is not a recording to convert", file, f)
-}
-
-// ctxReader fails its reads once ctx is done, so that a conversion stops
-// on an interrupt.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 // Counter counts the bytes read through it, for progress reports drawn

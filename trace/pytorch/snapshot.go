@@ -54,6 +54,8 @@ import (
 	"io"
 	"math"
 	"sync"
+
+	"github.com/bfcsim/bfcsim/trace"
 )
 
 // snapshot is the part of a memory snapshot the importer reads.
@@ -126,7 +128,7 @@ type entry struct {
 // read reads a snapshot, JSON by its first byte or a pickle, from r. Its
 // spool must be closed (snapshot.close) once the snapshot is written.
 func read(ctx context.Context, r io.Reader, opt Options) (*snapshot, error) {
-	br := bufio.NewReaderSize(ctxReader{ctx: ctx, r: r}, 4096)
+	br := bufio.NewReaderSize(trace.ContextReader(ctx, r), 4096)
 	first, err := firstByte(br)
 	if err != nil {
 		return nil, err
@@ -524,18 +526,4 @@ func (b *builder) decodeEntry(rec *record, e *entry) error {
 	}
 	e.timeUS, e.hasTime, err = b.asFloat(rec.get(keyTimeUS), "time_us")
 	return err
-}
-
-// ctxReader fails its reads once ctx is done, so that reading a large
-// snapshot stops on an interrupt.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
