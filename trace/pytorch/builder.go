@@ -15,15 +15,20 @@ import (
 // a tree of the document:
 //
 //   - A dict placed in a list is a record: its known keys (keyCode) are
-//     written to the list's chain in the spool and the dict is gone. Trace
-//     entries, segments and blocks all take this path, so memory does not
-//     grow with the trace.
+//     written to the list's chain in the spool (spool.go; a trace entry in
+//     a compact form of its own) and the dict is gone. Trace entries,
+//     segments and blocks all take this path, so memory does not grow with
+//     the trace. Anything else placed in a list is a record of one value.
 //   - A dict with only a frame's keys (filename, name, line) placed in a
 //     list is a frame: it is interned once, by content, and the list keeps
 //     the two frames a tag is made from (its first, and its first Python
 //     one). A frames list placed in a dict becomes its tag, once per list
 //     object, however many entries share it.
-//   - Lists keep a count and their chain of records; nothing else.
+//   - A dict with no key the importer reads is written wherever it is
+//     placed (it may be shared: a frame with only unknown keys).
+//   - A list keeps a count, its chain of records and the two frames of
+//     its tag; a dict placed in a dict (the top level, a segment's
+//     allocator settings) keeps its known fields.
 //
 // A container is sealed when it is placed: Python's pickler writes every
 // container whole before placing it, and a snapshot has no cycles, so a
