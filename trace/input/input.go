@@ -268,6 +268,7 @@ type Stream struct {
 	pr      *io.PipeReader
 	cancel  context.CancelFunc // stops the conversion
 	done    chan struct{}      // closed when the conversion has ended
+	ended   bool               // Next has returned false
 	stats   any                // the importer's statistics (pytorch.Stats, ...)
 	convErr error
 }
@@ -338,21 +339,24 @@ func (s *Stream) Err() error {
 	return err
 }
 
+// Next advances to the next event; see trace.Reader.
+func (s *Stream) Next() bool {
+	ok := s.Reader.Next()
+	if !ok {
+		s.ended = true
+	}
+	return ok
+}
+
 // Stats returns what the importer reported of a converted recording
 // (pytorch.Stats, mtrace.Stats or malloclab.Stats) once the stream has been
-// read to its end, else nil.
+// read to its end without an error, else nil.
 func (s *Stream) Stats() any {
-	if s.done == nil {
+	if s.done == nil || !s.ended || s.Reader.Err() != nil {
 		return nil
 	}
-	select {
-	case <-s.done:
-		if s.convErr == nil {
-			return s.stats
-		}
-	default:
-	}
-	return nil
+	<-s.done // the trace has ended: the conversion has, or is about to
+	return s.stats
 }
 
 // BytesRead returns how many bytes of the input, as stored (compressed),
