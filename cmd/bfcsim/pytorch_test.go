@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -96,4 +97,20 @@ func TestBundledPyTorchTrace(t *testing.T) {
 	opts, _ := json.Marshal(r["options"])
 	assert.Contains(t, string(opts), `"expandable_segments":true`)
 	assert.Positive(t, r["peak_reserved_bytes"].(float64))
+}
+
+// A snapshot PyTorch itself recorded on a GPU (trace/pytorch/testdata/real,
+// gzip'd as it is kept), replayed as it is against the pytorch model:
+// every recorded address is reproduced, the start state's included, and
+// importing it says what it holds.
+func TestRealSnapshot(t *testing.T) {
+	const real = fixtures + "real/assignment2-systems.pickle.gz"
+	checked, matched := addressMatch(t, real, "-a", "pytorch")
+	assert.EqualValues(t, 2609, checked, "2,162 allocations in the trace, 447 live when it started")
+	assert.Equal(t, checked, matched)
+
+	code, _, stderr := cli(t, "", "import", "pytorch", real, "-o", filepath.Join(t.TempDir(), "t.jsonl"))
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, "imported 4,869 events (2,609 allocs, 2,162 frees; device 0, 447 allocations live when the recording started, "+
+		"96 segments held then, 208 blocks of unknown size (freed during the recording; their requested sizes are used)), peak live 3.59 GiB, to ", stderr[:strings.LastIndex(stderr, "to ")+3])
 }
