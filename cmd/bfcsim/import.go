@@ -301,12 +301,35 @@ func printImportSummary(w io.Writer, verb string, res importResult, dest string)
 	for _, msg := range res.warnings {
 		fmt.Fprintf(w, "bfcsim: warning: %s\n", msg)
 	}
+	fmt.Fprintf(w, "%s %s, to %s\n", verb, res.describe(), dest)
+}
+
+// describe says "428 events (221 allocs, 207 frees; ...), peak live 16.9 KiB".
+func (res importResult) describe() string {
 	detail := plural(res.allocs, "alloc", "allocs") + ", " + plural(res.frees, "free", "frees")
 	if len(res.notes) > 0 {
 		detail += "; " + strings.Join(res.notes, ", ")
 	}
-	fmt.Fprintf(w, "%s %s (%s), peak live %s, to %s\n",
-		verb, plural(res.events, "event", "events"), detail, report.Bytes(res.peakLiveBytes), dest)
+	return fmt.Sprintf("%s (%s), peak live %s", plural(res.events, "event", "events"), detail, report.Bytes(res.peakLiveBytes))
+}
+
+// printConversionNote says, after a recording was replayed as it is, what
+// its import made of it: the same summary as bfcsim import's, so that the
+// device, the start state and what was dropped are known.
+func printConversionNote(w io.Writer, t *openedTrace) {
+	st := t.Stats()
+	if st == nil {
+		return
+	}
+	for _, f := range importFormats {
+		if f.format == t.Format {
+			res := f.summarize(st)
+			for _, msg := range res.warnings {
+				fmt.Fprintf(w, "bfcsim: warning: %s: %s\n", t.path, msg)
+			}
+			fmt.Fprintf(w, "converted %s (%s) on the fly: %s\n", t.path, t.Format, res.describe())
+		}
+	}
 }
 
 // plural says "1 event" or "1,234 events".

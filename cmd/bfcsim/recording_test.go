@@ -115,3 +115,20 @@ func TestRecordingProgress(t *testing.T) {
 		assert.NotContains(t, errOut.String(), "MiB", "%v -q: no bar", args)
 	}
 }
+
+// A recording replayed as it is is followed, on standard error, by what its
+// conversion made of it; -q leaves the line out.
+func TestRecordingConversionNote(t *testing.T) {
+	const real = fixtures + "real/assignment2-systems.pickle.gz"
+	code, _, stderr := cli(t, "", "replay", real, "-a", "bfc")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, "converted "+real+" (a PyTorch memory snapshot) on the fly: 4,869 events (2,609 allocs, 2,162 frees; device 0, "+
+		"447 allocations live when the recording started, 96 segments held then, 208 blocks of unknown size "+
+		"(freed during the recording; their requested sizes are used)), peak live 3.59 GiB\n", stderr)
+	code, _, stderr = cli(t, "", "replay", real, "-a", "bfc", "-q")
+	require.Equal(t, 0, code, stderr)
+	assert.Empty(t, stderr)
+	code, _, stderr = cli(t, "", "replay", bundled+"nodups.jsonl", "-a", "bfc")
+	require.Equal(t, 0, code, stderr)
+	assert.Empty(t, stderr, "a trace needs no note")
+}

@@ -95,7 +95,7 @@ func (o *replayOptions) addFlags(cmd *cobra.Command, multi bool) {
 	f.BoolVar(&o.skipInvalid, "skip-invalid", false, "count and skip invalid events instead of stopping at the first")
 	f.BoolVar(&o.stopOnOOM, "stop-on-oom", false, "stop each allocator's replay at its first failed allocation")
 	f.BoolVar(&o.check, "check", false, "verify every allocation with the invariant checker (slower)")
-	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar, and no line saying how a recording was converted")
 	f.IntVar(&o.latencySample, "latency-sample", sim.DefaultLatencySample, "time one Allocate and one Free in this many (1: every call; timing every call slows a replay by a third)")
 	_ = cmd.RegisterFlagCompletionFunc("allocators", fixedCompletion(allocators.Names()...))
 	_ = cmd.RegisterFlagCompletionFunc("space", fixedCompletion(allocators.SpaceKinds...))
@@ -317,6 +317,9 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 		if err := events.commit(o.allocators); err != nil {
 			return report.TraceRun{}, err
 		}
+	}
+	if !o.quiet {
+		printConversionNote(e.stderr, t)
 	}
 	name := h.Name
 	if name == "" {
