@@ -240,6 +240,7 @@ type progress struct {
 	start  time.Time
 	stop   chan struct{}
 	done   sync.WaitGroup
+	once   sync.Once
 }
 
 // newProgress returns a progress bar for a file of size bytes (-1:
@@ -300,12 +301,15 @@ func (p *progress) draw() {
 	_ = p.bar.Set64(p.read())
 }
 
-// finish draws the bar a last time, then clears it.
+// finish draws the bar a last time, then clears it; nothing else may
+// write to standard error until it has. Calls after the first do nothing.
 func (p *progress) finish() {
-	close(p.stop)
-	p.done.Wait()
-	p.draw()
-	_ = p.bar.Finish()
+	p.once.Do(func() {
+		close(p.stop)
+		p.done.Wait()
+		p.draw()
+		_ = p.bar.Finish()
+	})
 }
 
 // progressEvery is how many events pass between updates of the count the

@@ -305,7 +305,8 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 		cfg.Events = events.writer
 	}
 	var src sim.Source = t
-	if p := newProgress(e, path, t.size, t.BytesRead, o.quiet); p != nil {
+	p := newProgress(e, path, t.size, t.BytesRead, o.quiet)
+	if p != nil {
 		src = &progressSource{openedTrace: t, p: p}
 		defer p.finish()
 	}
@@ -317,6 +318,9 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 		if err := events.commit(o.allocators); err != nil {
 			return report.TraceRun{}, err
 		}
+	}
+	if p != nil {
+		p.finish() // before anything else is written to standard error
 	}
 	if !o.quiet {
 		printConversionNote(e.stderr, t)
