@@ -1,23 +1,31 @@
 package allocators
 
-// Aligned is TBB's cache_aligned_allocator (REFERENCE §4) over a base
-// allocator: every block starts on its own cache-line pair, so two blocks
-// never share a line and threads writing them never false-share.
+// Aligned is TBB's cache_aligned_allocator over a base allocator: every
+// block starts on its own cache-line pair, so two blocks never share a line
+// and threads writing them never false-share. The model is oneTBB's
+// tbb::cache_aligned_allocator (include/oneapi/tbb/cache_aligned_allocator.h,
+// as at oneapi-src/oneTBB@49e08aac08) and, behind it, cache_aligned_allocate
+// and std_cache_aligned_allocate in src/tbb/allocator.cpp (as at
+// oneapi-src/oneTBB@05b1dd0789): the path taken when the tbbmalloc library
+// is not loaded and malloc is the base.
 //
 // Allocate(n): ask the base allocator for n + L bytes (L = aligned.line,
-// 128 by default: TBB uses 128 rather than 64 so two requests never share an
-// adjacent-line prefetch pair); hand out (base + L) & -L, the first line
-// boundary strictly after base, and store base in the word just before it.
-// Free: read base back and free it.
+// 128 by default: TBB's nfs_size, "no false sharing", is 128, and its
+// allocate promises a start on a "cache/sector line": 128 bytes covers the
+// pair of 64-byte lines that Intel's spatial prefetcher fetches together);
+// hand out (base + L) & -L, the first line boundary strictly after base, and
+// store base in the word just before it. Free: read base back and free it.
 //
 // The stored word is modelled, not written: the base block is kept in a
 // table indexed by the block's Handle (memory in the virtual space does not
 // exist to be written). The cost is the same: up to L extra bytes per
 // block, all counted as in use.
 //
-// Departures: TBB has no per-request alignment; a request aligned beyond L
-// here uses its own alignment as the line for that block. A request of 0
-// bytes never reaches an allocator in bfcsim (TBB would allocate 1 byte).
+// Departures: cache_aligned_allocator has no per-request alignment; a
+// request aligned beyond L here uses its own alignment as the line for that
+// block, as TBB's cache_aligned_resource does. A request of 0 bytes never
+// reaches an allocator in bfcsim (cache_aligned_allocate would allocate 1
+// byte).
 //
 // The base allocator is aligned.base (default naive: the device or system
 // allocator, as malloc is for TBB); options for it are given as

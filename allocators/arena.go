@@ -1,20 +1,25 @@
 package allocators
 
-// Arena is a bump-pointer allocator (REFERENCE §3): allocation aligns the
-// current offset and bumps it, O(1); there is no individual free; when the
-// last live block is freed the whole arena resets to empty in O(1).
+// Arena is a bump-pointer allocator: allocation aligns the current offset
+// and bumps it, O(1); there is no individual free; when the last live block
+// is freed the whole arena resets to empty in O(1).
 //
 // Two shapes, chosen by arena.size:
 //
 //   - Fixed (arena.size > 0): one buffer of that size, reserved up front, the
 //     textbook arena. A request that does not fit in what is left fails.
-//   - Growable (arena.size = 0, the default): a list of chunks, as in
-//     bumpalo or LLVM's BumpPtrAllocator. When a request does not fit in the
-//     current chunk a new one is reserved, twice the size of the last (at
+//   - Growable (arena.size = 0, the default): a list of chunks, as bumpalo
+//     keeps them (fitzgen/bumpalo src/lib.rs, as at commit 00256c2992:
+//     Bump::alloc_layout_slow, Bump::reset). When a request does not fit in
+//     the current chunk a new one is reserved, twice the size of the last (at
 //     least arena.chunk, at least the request). On reset every chunk but the
-//     largest is released, so after a few iterations one chunk holds a whole
-//     iteration and the arena stops calling the device. (A fixed arena sized
-//     to the whole device would make every comparison read "100% wasted".)
+//     current one, the largest, is released, so after a few iterations one
+//     chunk holds a whole iteration and the arena stops calling the device.
+//     (LLVM's BumpPtrAllocatorImpl, llvm/include/llvm/Support/Allocator.h,
+//     chains slabs too but doubles them only every GrowthDelay = 128 slabs,
+//     gives a request above SizeThreshold its own slab, and keeps the first
+//     slab on Reset.) A fixed arena sized to the whole device would make
+//     every comparison read "100% wasted".
 //
 // Resets: with arena.reset=empty (the default) an arena resets whenever its
 // live count returns to zero; with arena.reset=step it resets only at step

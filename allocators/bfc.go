@@ -1,8 +1,13 @@
 package allocators
 
 // BFC is TensorFlow's best-fit-with-coalescing allocator, modelled on the
-// classic implementation (tensorflow/core/common_runtime/bfc_allocator.cc,
-// later tsl/framework/bfc_allocator.cc). REFERENCE §1 is the yardstick.
+// classic BFCAllocator: tensorflow/core/common_runtime/bfc_allocator.cc, later
+// tensorflow/tsl/framework/bfc_allocator.{h,cc}, read as at
+// tensorflow/tensorflow@ec9692f2a2 (the .cc) and @f8595a393d (the .h). Its
+// AllocateRawInternal, FindChunkPtr, SplitChunk, DeallocateRawInternal,
+// TryToCoalesce, Extend, DeallocateFreeRegions and GetFragmentation are the
+// yardstick; today's copy is xla/tsl/framework/bfc_allocator.cc in
+// openxla/xla. docs/allocators/bfc.md lists the sources.
 //
 // Strategy. The allocator holds a pool of regions reserved from the device.
 // Each region is cut into chunks, linked in address order; a chunk is in use
@@ -48,8 +53,9 @@ package allocators
 //   - Requested alignments above 256 bytes are ignored, as in classic TF
 //     (MaxAlign reports 256).
 //   - Classic TF's backpedal loop never ends when 0.9 × the size rounds back
-//     up to the same size (sizes up to 2560 bytes) and the device keeps
-//     refusing; bfcsim then steps down by 256 bytes, as later TF does.
+//     up to the same size (sizes below 10 × 256, up to 2304 bytes) and the
+//     device keeps refusing; bfcsim then steps down by 256 bytes, as XLA's
+//     BFCAllocator::Extend does now (openxla/xla@00df9eefeb).
 //   - The retry-on-failure wait, the timing-counter (freed_before) mode and
 //     newer TF's alignment-aware placement are not modelled.
 

@@ -1,11 +1,14 @@
 package allocators
 
 // Conformance tests for the bfc allocator: TensorFlow's own BFC tests
-// (tensorflow/core/common_runtime/gpu/gpu_bfc_allocator_test.cc, named
-// TestTF_<upstream name>; a few from xla/tsl/framework/bfc_allocator_test.cc,
-// named TestXLA_<upstream name>) ported with their exact numbers, then the
-// edge cases research/tf-bfc.md §2.3 derives from the source. REFERENCE §1 is
-// the yardstick.
+// (tensorflow/core/common_runtime/gpu/gpu_bfc_allocator_test.cc as at
+// tensorflow/tensorflow@0f563557ee, named TestTF_<upstream name>; a few from
+// xla/tsl/framework/bfc_allocator_test.cc as at openxla/xla@00df9eefeb, named
+// TestXLA_<upstream name>) ported with their exact numbers, then edge cases
+// no upstream test covers, derived from BFCAllocator's own code
+// (tensorflow/tsl/framework/bfc_allocator.cc as at
+// tensorflow/tensorflow@ec9692f2a2): the bins, FindChunkPtr's split rule,
+// Extend's growth and backpedal, TryToCoalesce's order and GetFragmentation.
 //
 // Upstream runs most tests over two sub-allocators: the physical one, whose
 // regions never join, and the virtual-memory one, which places each region
@@ -284,7 +287,8 @@ func TestTF_AllocatedVsRequested(t *testing.T) {
 }
 
 // TestTF_CustomMemoryLimit: a memory limit below the device's capacity caps
-// the pool. 2015's version of the test used 1 MiB and a 4 MiB request.
+// the pool. The 2015 version of the test (tensorflow/tensorflow@00ccdc58e1)
+// used 1 MiB and a 4 MiB request.
 func TestTF_CustomMemoryLimit(t *testing.T) {
 	for _, c := range []struct {
 		name         string
@@ -312,7 +316,10 @@ func TestTF_CustomMemoryLimit(t *testing.T) {
 // TestTF_AllocationsAndDeallocationsWithGrowth: limit 2 GiB with growth;
 // random sizes up to 128 MiB, free the odd ones, random sizes up to 64 MiB.
 // Upstream only logs; here every block must be served, disjoint, and the
-// regions must follow the doubling rule.
+// regions must follow the doubling rule. Upstream (as at 0f563557ee) builds
+// GPUOptions with allow_growth set but does not pass them to the allocator,
+// so it runs without growth although its comment says "starts out small";
+// the port turns growth on, as the test's name and comment intend.
 func TestTF_AllocationsAndDeallocationsWithGrowth(t *testing.T) {
 	forEachSubAllocator(t, func(t *testing.T, coalescing bool) {
 		b, _ := newTestBFC(2*gib, BFCConfig{AllowGrowth: true, CoalescingRegions: coalescing})
@@ -445,7 +452,9 @@ func getBinDebugInfo(w ChunkWalker) [bfcNumBins]binDebugInfo {
 }
 
 // TestTF_BinDebugInfo is GPUBFCAllocatorPrivateMethodsTest.BinDebugInfo:
-// two blocks each of 256 << 0..4, then free every other one.
+// two blocks each of 256 << 0..4, then free every other one. Upstream
+// asserts that bin 20 holds one chunk of more than 0 bytes; its size,
+// 1073725952 = 1 GiB - 15872, is checked here as well.
 func TestTF_BinDebugInfo(t *testing.T) {
 	forEachSubAllocator(t, func(t *testing.T, coalescing bool) {
 		b, _ := newTestBFC(1*gib, BFCConfig{CoalescingRegions: coalescing})
@@ -497,17 +506,18 @@ func TestTF_BinDebugInfo(t *testing.T) {
 	})
 }
 
-// TestTF_Log2FloorNonZero: TF's Log2FloorNonZero, which BinNumForSize
-// applies to size >> 8 (f(0) = -1 has no counterpart: BinNumForSize
-// raises sizes below 256 to 256).
+// TestTF_Log2FloorNonZero: the values of upstream's
+// GPUBFCAllocatorPrivateMethodsTest.Log2FloorNonZeroSlow, for TF's
+// Log2FloorNonZero, which BinNumForSize applies to size >> 8 (f(0) = -1 has
+// no counterpart: BinNumForSize raises sizes below 256 to 256).
 func TestTF_Log2FloorNonZero(t *testing.T) {
 	for n, want := range map[uint64]int{1: 0, 2: 1, 3: 1, 1023: 9, 1024: 10, 1025: 10} {
 		assert.Equal(t, want, BinNumForSize(n<<8), "log2floor(%d)", n)
 	}
 }
 
-// TestTF_BinNumForSize: REFERENCE §1.1's examples and the bin invariants
-// TF's constructor checks for all 21 bins.
+// TestTF_BinNumForSize: sizes at the bin edges, and the bin invariants
+// BFCAllocator's constructor CHECKs for all 21 bins.
 func TestTF_BinNumForSize(t *testing.T) {
 	for n, want := range map[uint64]int{
 		0: 0, 1: 0, 255: 0, 256: 0, 511: 0, 512: 1, 768: 1, 1024: 2,
@@ -528,7 +538,8 @@ func TestTF_BinNumForSize(t *testing.T) {
 
 // TestTF_ForceAllowGrowth: the first region target is RoundedBytes(2 MiB)
 // with growth and the whole limit without (limit 2 GiB), whether set through
-// NewBFC or the options table.
+// NewBFC or the options table. (Upstream sets growth through
+// TF_FORCE_GPU_ALLOW_GROWTH and reads curr_region_allocation_bytes_.)
 func TestTF_ForceAllowGrowth(t *testing.T) {
 	for _, c := range []struct {
 		growth bool
@@ -591,8 +602,9 @@ func TestTF_PhysicalAllocatorOomsFragmentation(t *testing.T) {
 }
 
 // TestTF_RegionDeallocation: with growth on the physical sub-allocator,
-// 128 blocks of 4 MiB make 8 regions; once only the last block is live,
-// garbage collection leaves one region holding one free chunk, and keeps
+// 128 blocks of 4 MiB make 8 regions (upstream asserts more than one; the
+// eight sizes follow from Extend); once only the last block is live, garbage
+// collection leaves one region holding one free chunk, and keeps
 // curr_region_allocation_bytes.
 func TestTF_RegionDeallocation(t *testing.T) {
 	b, sp := newTestBFC(2*gib, BFCConfig{AllowGrowth: true, GarbageCollection: true})
@@ -781,8 +793,8 @@ func TestBFCSplitRule(t *testing.T) {
 	}
 }
 
-// TestBFCExtendDoubling follows REFERENCE §1.4's worked example with a 16
-// GiB limit: the target doubles after each region that did not need
+// TestBFCExtendDoubling walks Extend's growth rule through an example with
+// a 16 GiB limit: the target doubles after each region that did not need
 // enlarging, and a region that did leaves it where it was.
 func TestBFCExtendDoubling(t *testing.T) {
 	b, sp := newTestBFC(16*gib, BFCConfig{AllowGrowth: true})
@@ -863,8 +875,9 @@ func (s *refusingSpace) Reserve(n uint64) (uint64, error) {
 
 // TestXLA_ExtendTerminatesWhenSubAllocatorAlwaysFails: pool 2048, a
 // 100-byte request, a device that always refuses. Classic TF loops forever
-// here (0.9 × 256·k rounds back up to 256·k for k ≤ 10); bfcsim steps down
-// by 256 as newer TF does, and backpedals only once.
+// here (0.9 × 256·k rounds back up to 256·k for k < 10, as upstream's test
+// says: "below 10 * kMinAllocationSize"); bfcsim steps down by 256 as XLA's
+// Extend does at that commit, and backpedals only once.
 func TestXLA_ExtendTerminatesWhenSubAllocatorAlwaysFails(t *testing.T) {
 	sp := &refusingSpace{Space: NewVirtualSpace(1*gib, CostModel{}, FirstFit)}
 	b := NewBFC(sp, BFCConfig{AllowGrowth: true, MemoryLimit: 2048})

@@ -1,7 +1,10 @@
 package allocators
 
 // A second, deliberately simple model of classic TensorFlow BFC, written
-// straight from REFERENCE §1.2–1.5 and sharing no code with bfc.go, and a
+// straight from BFCAllocator's AllocateRawInternal, FindChunkPtr, SplitChunk,
+// DeallocateRawInternal, TryToCoalesce, Extend and DeallocateFreeRegions
+// (tensorflow/tsl/framework/bfc_allocator.cc as at
+// tensorflow/tensorflow@ec9692f2a2) and sharing no code with bfc.go, and a
 // differential test that runs both on the same random sequences.
 //
 // refBFC keeps each bin as a slice sorted by (size, address) and finds a

@@ -2,9 +2,14 @@ package allocators
 
 // Naive is per-request device allocation: every Allocate is its own device
 // reservation (cudaMalloc) and every Free a device release (cudaFree). It is
-// the baseline a caching allocator exists to beat (REFERENCE §5), and the mode
-// TensorFlow users ask for (TF_GPU_ALLOCATOR=cuda_malloc) to tell
-// fragmentation OOMs from real ones: with naive, only the device's own
+// the baseline a caching allocator exists to beat, and the mode TensorFlow
+// users ask for to tell fragmentation OOMs from real ones
+// (tensorflow/tensorflow#38120): TF_GPU_ALLOCATOR=cuda_malloc selects
+// GPUcudaMallocAllocator (useCudaMallocAllocator in
+// tensorflow/core/common_runtime/gpu/gpu_process_state.cc, as at
+// tensorflow/tensorflow@7f6e216e92), whose AllocateRaw is one cuMemAlloc and
+// DeallocateRaw one cuMemFree (gpu_cudamalloc_allocator.cc beside it, as at
+// tensorflow/tensorflow@1f35abe650). With naive, only the device's own
 // address-space fragmentation remains.
 //
 // Allocate: reserve the request rounded up to the space's granule (256 bytes

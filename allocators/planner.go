@@ -1,17 +1,19 @@
 package allocators
 
-// GreedyBySize is the offline planner, `planner` (REFERENCE §6): it sees
-// every allocation of the trace, with its lifetime, before the first one is
-// made, and gives each a fixed offset in one buffer such that allocations
-// live at the same time never overlap. It is the near-optimal reference the
-// online allocators are measured against.
+// GreedyBySize is the offline planner, `planner`: it sees every allocation
+// of the trace, with its lifetime, before the first one is made, and gives
+// each a fixed offset in one buffer such that allocations live at the same
+// time never overlap. It is the near-optimal reference the online allocators
+// are measured against.
 //
 // Strategy: greedy by size, as TensorFlow Lite's GPU delegate plans its
-// tensors (greedy_by_size_assignment.cc; Pisarchyk & Lee 2020, "Efficient
-// Memory Management for Deep Neural Net Inference"):
+// tensors (GreedyBySizeAssignment in
+// tensorflow/lite/delegates/gpu/common/memory_management/greedy_by_size_assignment.cc,
+// as at tensorflow/tensorflow@bff4d71358; Pisarchyk & Lee 2020, "Efficient
+// Memory Management for Deep Neural Net Inference", arXiv:2001.03288):
 //
 //  1. Sort the allocations by size, largest first; equal sizes in trace
-//     order (the reference's stable sort).
+//     order (GreedyBySizeAssignment's std::stable_sort by CompareBySize).
 //  2. Place each in turn among the allocations already placed whose
 //     lifetimes intersect its own. Walked by offset, they leave gaps: from
 //     the highest end among those below to the offset of the next. The
@@ -22,9 +24,10 @@ package allocators
 //
 // No allocator can hold less than the most bytes live at once
 // (lower_bound_bytes, the trace's peak_live_bytes). Greedy by size is a
-// heuristic, not an optimum (the problem is NP-hard): on inference graphs it
-// lands on the bound or within a few percent, but an unlucky order of sizes
-// can leave a gap no later allocation fits (planner_test.go shows one).
+// heuristic, not an optimum (the problem is NP-hard): on the bundled
+// inference traces it lands on the bound or within 2% (docs/allocators.md
+// lists the measurements), but an unlucky order of sizes can leave a gap no
+// later allocation fits (planner_test.go shows one).
 //
 // Data structures of Plan. Lifetimes become half-open ranges of allocation
 // indexes: allocation i covers [i, e_i), where e_i counts the allocations
@@ -75,11 +78,13 @@ package allocators
 // Plan the planner keeps 17 bytes an allocation; during Plan its trees
 // hold O(n log n) spans in the worst case.
 //
-// Departures from the reference: TFLite's lifetimes are closed ranges of
-// operator indexes and its sizes exact; here lifetimes are half-open ranges
-// of trace events and blocks are rounded to the alignment. TFLite's buffer
-// is allocated by the runtime; here it is one device reservation, made at
-// the first allocation, never released.
+// Departures from GreedyBySizeAssignment: its lifetimes are closed ranges of
+// operator indexes [first_task, last_task]; here they are half-open ranges
+// of trace events. Its sizes are exact and only the offsets are aligned, all
+// to the one base_addr_align_bytes the caller passes; here blocks are
+// rounded to planner.align and a request may ask for more alignment. TFLite's
+// buffer is allocated by the runtime; here it is one device reservation,
+// made at the first allocation, never released.
 
 import (
 	"cmp"

@@ -51,8 +51,11 @@ func replay(t testing.TB, events []trace.Event, cfg Config) []Result {
 	return res
 }
 
-// TensorFlow's NoDups test (REFERENCE §1.9), through the engine: allocate
-// 1..1023 bytes on a 1 GiB device without growth, then free everything.
+// TensorFlow's GPUBFCAllocatorTest.NoDups
+// (tensorflow/core/common_runtime/gpu/gpu_bfc_allocator_test.cc, the same
+// numbers from its 2015 version to tensorflow/tensorflow@0f563557ee), through
+// the engine: allocate 1..1023 bytes on a 1 GiB device without growth, then
+// free everything.
 func TestNoDupsThroughEngine(t *testing.T) {
 	var evs []trace.Event
 	for s := uint64(1); s <= 1023; s++ {
