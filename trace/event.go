@@ -57,8 +57,9 @@ type Event struct {
 	Line int64
 	// ID names the allocation (alloc, free).
 	ID uint64
-	// Size is the requested size in bytes (alloc, reserve). For a free the
-	// Reader fills in the size of the allocation being freed.
+	// Size is the requested size in bytes (alloc, reserve), or the bytes
+	// released from the reservation at Addr (release; 0: all of it). For a
+	// free the Reader fills in the size of the allocation being freed.
 	Size uint64
 	// Align is the requested alignment, a power of two, or 0 for the
 	// allocator's default (alloc).

@@ -84,6 +84,9 @@ func AppendEvent(dst []byte, ev Event) []byte {
 		b = strconv.AppendUint(append(b, `,"size":`...), ev.Size, 10)
 	case OpRelease:
 		b = strconv.AppendUint(append(b, `,"addr":`...), ev.Addr, 10)
+		if ev.Size != 0 {
+			b = strconv.AppendUint(append(b, `,"size":`...), ev.Size, 10)
+		}
 	}
 	if ev.Flags&HasT != 0 {
 		b = appendFloat(append(b, `,"t":`...), ev.T)
