@@ -118,7 +118,9 @@ type StreamAllocator interface {
 // them as its segments); the events change nothing for other allocators.
 type SegmentObserver interface {
 	RecordedReserve(addr, size uint64, stream int64)
-	RecordedRelease(addr uint64)
+	// RecordedRelease is a release of [addr, addr+size), or of the whole
+	// reservation at addr when size is 0.
+	RecordedRelease(addr, size uint64)
 }
 
 // Replayer is an allocator that can be put into the state a recorded
@@ -143,6 +145,12 @@ const (
 	StartStateMark      = "start state"
 	RecordingStartsMark = "recording starts"
 )
+
+// RecordedOOMMark begins the name of a mark that says the recorded program
+// failed the allocation that follows it (PyTorch's oom trace entry): the
+// replay counts, in its recorded_oom_match, whether the allocator fails it
+// too.
+const RecordedOOMMark = "oom:"
 
 // Extenter is an allocator whose blocks do not begin at the bytes set aside
 // for them: padding or a header comes before Block.Addr.

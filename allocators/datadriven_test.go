@@ -108,6 +108,33 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		return "ok"
 
+	case "reserve", "release":
+		// A recorded program's segment_alloc/segment_map (reserve) or
+		// segment_free/segment_unmap (release), at an offset from the base.
+		o, ok := h.a.(SegmentObserver)
+		if !ok {
+			d.Fatalf(t, "%T does not observe recorded segments", h.a)
+		}
+		var offText, sizeText string
+		d.ScanArgs(t, "at", &offText)
+		d.MaybeScanArgs(t, "size", &sizeText)
+		off, err := ParseSize(offText)
+		if err != nil {
+			d.Fatalf(t, "%v", err)
+		}
+		var size uint64
+		if sizeText != "" {
+			if size, err = ParseSize(sizeText); err != nil {
+				d.Fatalf(t, "%v", err)
+			}
+		}
+		if d.Cmd == "reserve" {
+			o.RecordedReserve(h.base+off, size, 0)
+		} else {
+			o.RecordedRelease(h.base+off, size)
+		}
+		return "ok"
+
 	case "step":
 		if s, ok := h.a.(Stepper); ok {
 			s.Step()

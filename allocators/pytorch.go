@@ -106,7 +106,6 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"slices"
 	"strconv"
 
 	"github.com/google/btree"
@@ -286,17 +285,15 @@ type ptPool struct {
 	getFreeBlockCalls int64
 }
 
-// ptSegment is one device reservation (or, expandable, a run of them).
+// ptSegment is one device reservation, or one run of mapped pages of an
+// expandable segment: its blocks never merge with another segment's.
 type ptSegment struct {
-	addr, size  uint64 // for an expandable segment, the mapped bytes
-	first, last int32  // the blocks at each end
+	addr, size  uint64
+	first, last int32 // the blocks at each end
 	stream      int64
 	small       bool
 	expandable  bool
-	blocked     bool // expandable, and the addresses after it are taken
-	// runs holds, for an expandable segment, the first address of each
-	// reservation it is made of, ascending; the last one ends at addr+size.
-	runs []uint64
+	es          int32 // the expandable segment it is mapped in, when expandable
 }
 
 type ptSegKey struct {
@@ -357,9 +354,10 @@ type PyTorch struct {
 	maxSplit     uint64 // MaxSplitSize, or MaxUint64 when unlimited
 	allowedMax   uint64 // allowed_memory_maximum, when limited
 	limited      bool
-	gc           bool   // garbage collection is active
-	esReserve    uint64 // an expandable segment's virtual size, 9/8 × capacity
-	esStride     uint64 // distance between expandable-segment slots; 0: no slots
+	gc           bool       // garbage collection is active
+	esReserve    uint64     // an expandable segment's virtual size, 9/8 × capacity
+	esStride     uint64     // distance between expandable-segment slots; 0: no slots
+	finder       freeFinder // nil when the space cannot say where a range would go
 
 	blocks     []ptBlock
 	freeBlocks []int32
@@ -367,14 +365,17 @@ type PyTorch struct {
 	segs       []ptSegment
 	freeSegs   []int32
 	segTree    *btree.BTreeG[ptSegKey]
-	expandable map[ptESKey][]int32
+	ess        []ptES              // the expandable segments, never given back
+	esByKey    map[ptESKey][]int32 // indices into ess, by base address
+	esPages    map[uint64]uint64   // the expandable segments' reservations: start → bytes
 
 	totalAllocated uint64  // total_allocated_memory: bytes reserved
 	ds             ptStats // PyTorch's DeviceStats
 	tfCounters
 	rec             ptRecordedStats
-	startState      bool  // between the start-state marks
-	pendingRecorded int32 // a segment adopted since the last allocation, or -1
+	startState      bool   // between the start-state marks
+	pendingRecorded int32  // a segment adopted since the last allocation, or -1
+	pendingAddr     uint64 // where the recorded reserve adopted then starts
 	scratch         []int32
 }
 
@@ -393,8 +394,9 @@ var (
 // the first allocation or recorded segment.
 func NewPyTorch(sp Space, cfg PyTorchConfig) *PyTorch {
 	p := &PyTorch{space: sp, cfg: cfg, maxSplit: math.MaxUint64, pendingRecorded: -1,
-		expandable: map[ptESKey][]int32{}}
+		esByKey: map[ptESKey][]int32{}, esPages: map[uint64]uint64{}}
 	p.placer, _ = sp.(Placer)
+	p.finder, _ = sp.(freeFinder)
 	p.base, p.limit = sp.Bounds()
 	if cfg.MaxSplitSize > 0 {
 		p.maxSplit = cfg.MaxSplitSize
@@ -557,36 +559,6 @@ func (p *PyTorch) getFreeBlock(pool *ptPool, size uint64, stream int64) (int32, 
 	}
 	pool.tree.Delete(cur)
 	return cur.h, true
-}
-
-// takeRecorded hands out the segment a recorded reserve just brought, as
-// alloc_block hands out the segment it reserves: in the recording the
-// program reserved it because get_free_block missed, so the oversize rules
-// that made the search miss must not turn it down either.
-func (p *PyTorch) takeRecorded(small bool, size uint64, stream int64) (int32, bool) {
-	if p.pendingRecorded < 0 {
-		return noChunk, false
-	}
-	s := &p.segs[p.pendingRecorded]
-	h := s.last // a fixed segment's only block, an expandable one's tail
-	b := &p.blocks[h]
-	if s.small != small || s.stream != stream || b.allocated || b.size < size ||
-		(!s.expandable && !p.whole(h)) {
-		return noChunk, false
-	}
-	p.remove(h)
-	return h, true
-}
-
-// expandableSize is a block's size, plus, for the free tail of an
-// expandable segment that can still grow, the address space left to it.
-func (p *PyTorch) expandableSize(h int32) uint64 {
-	b := &p.blocks[h]
-	s := &p.segs[b.seg]
-	if s.expandable && !s.blocked && s.last == h && p.esReserve > s.size {
-		return b.size + p.esReserve - s.size
-	}
-	return b.size
 }
 
 // shouldSplit is should_split.
@@ -767,8 +739,26 @@ func (p *PyTorch) deleteBlock(h int32) {
 }
 
 // newSegment records a reservation of size bytes at addr as a segment of
-// one free block, which it returns outside the pool.
-func (p *PyTorch) newSegment(addr, size uint64, stream int64, small, expandable bool) int32 {
+// one free block, which it returns outside the pool. An expandable one is
+// mapped in expandable segment es.
+func (p *PyTorch) newSegment(addr, size uint64, stream int64, small bool, es int32) int32 {
+	si := p.addSegment(ptSegment{addr: addr, size: size, stream: stream, small: small, expandable: es >= 0, es: es})
+	h := p.newBlock()
+	b := &p.blocks[h]
+	b.addr, b.size, b.stream, b.seg = addr, size, stream, si
+	p.segs[si].first, p.segs[si].last = h, h
+	if es < 0 {
+		p.ds.segment.add(small, 1)
+		if size >= p.maxSplit {
+			p.ds.oversizeSegments.add(1)
+		}
+	}
+	p.reserved(small, size)
+	return si
+}
+
+// addSegment files s, whose blocks the caller links, and returns its index.
+func (p *PyTorch) addSegment(s ptSegment) int32 {
 	var si int32
 	if k := len(p.freeSegs); k > 0 {
 		si = p.freeSegs[k-1]
@@ -777,23 +767,8 @@ func (p *PyTorch) newSegment(addr, size uint64, stream int64, small, expandable 
 		p.segs = append(p.segs, ptSegment{})
 		si = int32(len(p.segs) - 1)
 	}
-	h := p.newBlock()
-	b := &p.blocks[h]
-	b.addr, b.size, b.stream, b.seg = addr, size, stream, si
-	p.segs[si] = ptSegment{addr: addr, size: size, first: h, last: h, stream: stream,
-		small: small, expandable: expandable}
-	p.segTree.ReplaceOrInsert(ptSegKey{addr: addr, idx: si})
-	if expandable {
-		p.segs[si].runs = []uint64{addr}
-		k := ptESKey{small: small, stream: stream}
-		p.expandable[k] = append(p.expandable[k], si)
-	} else {
-		p.ds.segment.add(small, 1)
-		if size >= p.maxSplit {
-			p.ds.oversizeSegments.add(1)
-		}
-	}
-	p.reserved(small, size)
+	p.segs[si] = s
+	p.segTree.ReplaceOrInsert(ptSegKey{addr: s.addr, idx: si})
 	return si
 }
 
@@ -805,20 +780,10 @@ func (p *PyTorch) reserved(small bool, n uint64) {
 	p.ds.numDeviceAlloc++
 }
 
-// deleteSegment forgets segment si, whose memory has gone back.
+// deleteSegment forgets segment si, whose memory has gone back (or, for a
+// run of an expandable segment, joined another run).
 func (p *PyTorch) deleteSegment(si int32) {
-	s := &p.segs[si]
-	p.segTree.Delete(ptSegKey{addr: s.addr})
-	if s.expandable {
-		k := ptESKey{small: s.small, stream: s.stream}
-		l := p.expandable[k]
-		l = slices.DeleteFunc(l, func(x int32) bool { return x == si })
-		if len(l) == 0 {
-			delete(p.expandable, k)
-		} else {
-			p.expandable[k] = l
-		}
-	}
+	p.segTree.Delete(ptSegKey{addr: p.segs[si].addr})
 	if p.pendingRecorded == si {
 		p.pendingRecorded = -1
 	}
@@ -873,124 +838,8 @@ func (p *PyTorch) allocBlock(small bool, rounded uint64, stream int64, retry boo
 		return noChunk, false
 	}
 	p.rec.modelSegments++
-	si := p.newSegment(addr, size, stream, small, false)
+	si := p.newSegment(addr, size, stream, small, -1)
 	return p.segs[si].first, true
-}
-
-// allocExpandable is try_allocate_expandable_block: grow the pool's
-// segment on the stream by enough pages for size bytes beyond its free
-// tail, or start a new segment. The block returned is outside the pool.
-func (p *PyTorch) allocExpandable(small bool, size uint64, stream int64) (int32, bool) {
-	page := ptPage(small)
-	for {
-		si := p.growableSegment(ptESKey{small: small, stream: stream})
-		if si < 0 {
-			break
-		}
-		s := &p.segs[si]
-		var have uint64
-		if t := &p.blocks[s.last]; !t.allocated {
-			have = t.size
-		}
-		if have >= size {
-			// The free tail fits after all (the oversize rules passed it
-			// over): PyTorch hands it out without mapping more.
-			h := s.last
-			p.remove(h)
-			return h, true
-		}
-		n := ptRoundUp(size-have, page)
-		end := s.addr + s.size
-		if !p.rangeFree(end, n) {
-			s.blocked = true
-			continue
-		}
-		if err := p.placer.ReserveAt(end, n); err != nil {
-			if p.overCapacity(n) {
-				return noChunk, false
-			}
-			p.placerBroken = true
-			break
-		}
-		p.rec.modelSegments++
-		p.mapPages(si, end, n)
-		h := p.segs[si].last
-		p.remove(h)
-		return h, true
-	}
-	n := ptRoundUp(size, page)
-	addr, ok := p.placeExpandable(n)
-	if !ok {
-		return noChunk, false
-	}
-	p.rec.modelSegments++
-	si := p.newSegment(addr, n, stream, small, true)
-	return p.segs[si].first, true
-}
-
-// growableSegment picks the expandable segment of the pool and stream to
-// grow: the one with the most mapped (PyTorch's search of its unmapped
-// ranges by size finds it first), the lowest address on a tie.
-func (p *PyTorch) growableSegment(k ptESKey) int32 {
-	if p.placer == nil || p.placerBroken {
-		return -1
-	}
-	best := int32(-1)
-	for _, si := range p.expandable[k] {
-		s := &p.segs[si]
-		if s.blocked {
-			continue
-		}
-		if best < 0 || s.size > p.segs[best].size || (s.size == p.segs[best].size && s.addr < p.segs[best].addr) {
-			best = si
-		}
-	}
-	return best
-}
-
-// mapPages appends the reservation [addr, addr+n) to expandable segment si,
-// merging it into a free tail (map_block).
-func (p *PyTorch) mapPages(si int32, addr, n uint64) {
-	s := &p.segs[si]
-	s.runs = append(s.runs, addr)
-	s.size += n
-	if t := s.last; !p.blocks[t].allocated {
-		p.remove(t)
-		p.blocks[t].size += n
-		p.insert(t)
-	} else {
-		h := p.newBlock()
-		b := &p.blocks[h]
-		b.addr, b.size, b.stream, b.seg, b.prev = addr, n, s.stream, si, t
-		p.blocks[t].next = h
-		s.last = h
-		p.insert(h)
-	}
-	p.reserved(s.small, n)
-}
-
-// placeExpandable reserves the first pages of a new expandable segment: in
-// the first free slot when the space is large enough to give each segment
-// its own (as PyTorch reserves virtual address space for it), else wherever
-// the space puts it.
-func (p *PyTorch) placeExpandable(n uint64) (uint64, bool) {
-	if p.placer != nil && !p.placerBroken && p.esStride > 0 {
-		for slot := p.base; slot <= p.limit-p.esStride; slot += p.esStride {
-			if !p.rangeFree(slot, p.esStride) {
-				continue
-			}
-			if err := p.placer.ReserveAt(slot, n); err != nil {
-				if p.overCapacity(n) {
-					return 0, false
-				}
-				p.placerBroken = true
-				break
-			}
-			return slot, true
-		}
-	}
-	addr, err := p.space.Reserve(n)
-	return addr, err == nil
 }
 
 // rangeFree reports whether [addr, addr+n) lies in the space and overlaps
@@ -1100,178 +949,6 @@ func (p *PyTorch) releaseAvailableCachedBlocks(pool *ptPool, size uint64, stream
 	}
 	p.scratch = victims[:0]
 	return total >= keySize
-}
-
-// releaseCachedBlocks is release_cached_blocks: give every whole free
-// segment back, large pool first, and the free tails of expandable ones.
-func (p *PyTorch) releaseCachedBlocks() {
-	p.ds.numSyncAllStreams++
-	for _, pi := range [2]int{ptLarge, ptSmall} {
-		whole := p.scratch[:0]
-		var tails []int32
-		p.pools[pi].tree.Ascend(func(k ptKey) bool {
-			b := &p.blocks[k.h]
-			if s := &p.segs[b.seg]; s.expandable {
-				if s.last == k.h {
-					tails = append(tails, b.seg)
-				}
-			} else if p.whole(k.h) {
-				whole = append(whole, k.h)
-			}
-			return true
-		})
-		for _, h := range whole {
-			p.releaseSegment(p.blocks[h].seg)
-		}
-		p.scratch = whole[:0]
-		for _, si := range tails {
-			p.unmapTail(si, 0)
-		}
-	}
-}
-
-// unmapTail gives back the reservations of expandable segment si that lie
-// inside its free tail, from address from on (0: as many as possible), and
-// forgets the segment if nothing is left. It reports whether it released
-// anything.
-func (p *PyTorch) unmapTail(si int32, from uint64) bool {
-	s := &p.segs[si]
-	t := s.last
-	tb := &p.blocks[t]
-	if tb.allocated {
-		return false
-	}
-	from = max(from, tb.addr)
-	k := len(s.runs)
-	for k > 0 && s.runs[k-1] >= from {
-		k--
-	}
-	if k == len(s.runs) {
-		return false
-	}
-	start := s.runs[k]
-	n := s.addr + s.size - start
-	if err := p.space.Release(start, n); err != nil {
-		panic(fmt.Sprintf("pytorch: unmapping %#x+%d: %v", start, n, err))
-	}
-	p.totalAllocated -= n
-	p.ds.reservedBytes.add(s.small, -int64(n))
-	p.ds.numDeviceFree++
-	s.runs = s.runs[:k]
-	s.size -= n
-	s.blocked = false
-	p.remove(t)
-	if tb.size > n {
-		tb.size -= n
-		p.insert(t)
-		return true
-	}
-	prev := tb.prev
-	p.deleteBlock(t)
-	if prev == noChunk {
-		p.deleteSegment(si)
-		return true
-	}
-	p.blocks[prev].next = noChunk
-	s.last = prev
-	return true
-}
-
-// RecordedReserve adopts a segment the recorded program reserved (a
-// segment_alloc or segment_map), unless segments=model.
-func (p *PyTorch) RecordedReserve(addr, size uint64, stream int64) {
-	if p.cfg.ModelSegments {
-		return
-	}
-	if p.placer == nil || p.placerBroken || size == 0 || size%ptMinBlockSize != 0 {
-		p.rec.refused++
-		return
-	}
-	small := size == ptSmallBuffer
-	key := ptESKey{small: small, stream: stream}
-	if p.cfg.ExpandableSegments {
-		// A mapping at the end of a segment of the pool and stream grows it.
-		for _, si := range p.expandable[key] {
-			if s := &p.segs[si]; s.addr+s.size == addr {
-				if p.placer.ReserveAt(addr, size) != nil {
-					p.rec.refused++
-					return
-				}
-				p.rec.adopted++
-				p.inferBlocked(key, si)
-				p.mapPages(si, addr, size)
-				p.adopted(si)
-				return
-			}
-		}
-	}
-	if p.placer.ReserveAt(addr, size) != nil {
-		p.rec.refused++
-		return
-	}
-	p.rec.adopted++
-	if p.cfg.ExpandableSegments {
-		p.inferBlocked(key, -1)
-	}
-	si := p.newSegment(addr, size, stream, small, p.cfg.ExpandableSegments)
-	p.insert(p.segs[si].first)
-	p.adopted(si)
-}
-
-// adopted notes that the allocation that made the program reserve segment
-// si comes next, unless this is the start state.
-func (p *PyTorch) adopted(si int32) {
-	if !p.startState {
-		p.pendingRecorded = si
-	}
-}
-
-// inferBlocked marks as blocked the expandable segments of the pool and
-// stream that the model would have grown before segment grown (-1: a new
-// segment, so all of them): the recording grew another, so the addresses
-// after them were taken.
-func (p *PyTorch) inferBlocked(k ptESKey, grown int32) {
-	if p.startState {
-		return
-	}
-	for _, si := range p.expandable[k] {
-		s := &p.segs[si]
-		if grown < 0 {
-			s.blocked = true
-			continue
-		}
-		if g := &p.segs[grown]; si != grown && (s.size > g.size || (s.size == g.size && s.addr < g.addr)) {
-			s.blocked = true
-		}
-	}
-}
-
-// RecordedRelease frees the segment the recorded program released (a
-// segment_free, or a segment_unmap of an expandable segment's tail) if it
-// is entirely free, unless segments=model.
-func (p *PyTorch) RecordedRelease(addr uint64) {
-	if p.cfg.ModelSegments {
-		return
-	}
-	p.rec.releases++
-	si := int32(-1)
-	p.segTree.DescendLessOrEqual(ptSegKey{addr: addr}, func(k ptSegKey) bool {
-		if s := &p.segs[k.idx]; addr < s.addr+s.size {
-			si = k.idx
-		}
-		return false
-	})
-	switch {
-	case si < 0:
-	case p.segs[si].expandable:
-		if p.unmapTail(si, addr) {
-			return
-		}
-	case p.segs[si].addr == addr && p.whole(p.segs[si].first) && !p.blocks[p.segs[si].first].allocated:
-		p.releaseSegment(si)
-		return
-	}
-	p.rec.releasesIgnored++
 }
 
 // Mark follows the start-state marks of an imported recording.
@@ -1410,7 +1087,7 @@ func (p *PyTorch) Stats() map[string]int64 {
 		st["max_split_size"] = int64(p.maxSplit)
 	}
 	st["largest_free_block_bytes"] = int64(p.LargestFreeBytes())
-	st["expandable_segments"] = int64(p.expandableCount())
+	st["expandable_segments"] = int64(p.liveES())
 	r := &p.rec
 	st["recorded_segments_adopted"] = r.adopted
 	st["recorded_segments_refused"] = r.refused
@@ -1422,14 +1099,6 @@ func (p *PyTorch) Stats() map[string]int64 {
 	st["start_state_placed"] = r.startStatePlaced
 	st["start_state_misplaced"] = r.startStateMiss
 	return st
-}
-
-func (p *PyTorch) expandableCount() int {
-	n := 0
-	for _, l := range p.expandable {
-		n += len(l)
-	}
-	return n
 }
 
 // WalkChunks lists every block of every segment in address order. A free

@@ -129,12 +129,12 @@ func TestPyTorchRecordedSegments(t *testing.T) {
 	assert.Equal(t, base+45*mib, b.Addr)
 	assert.Equal(t, base+2*mib, c.Addr)
 
-	p.RecordedRelease(base + 40*mib) // blocks are live: ignored
+	p.RecordedRelease(base+40*mib, 0) // blocks are live: ignored
 	require.NoError(t, p.Free(a))
 	require.NoError(t, p.Free(b))
-	p.RecordedRelease(base + 40*mib)
-	p.RecordedRelease(base + 41*mib) // not a segment's start
-	p.RecordedRelease(base + 900*mib)
+	p.RecordedRelease(base+40*mib, 0)
+	p.RecordedRelease(base+41*mib, 0) // not a segment's start
+	p.RecordedRelease(base+900*mib, 0)
 
 	// Overlapping an adopted segment, or not a multiple of 512: refused.
 	p.RecordedReserve(base+3*mib, 2*mib, 7)
@@ -170,7 +170,7 @@ func TestPyTorchRecordedSegmentsIgnored(t *testing.T) {
 	cfg.ModelSegments = true
 	p, sp := newPyTorchForTest(t, 1<<30, cfg)
 	p.RecordedReserve(VirtualBase+40*mib, 20*mib, 0)
-	p.RecordedRelease(VirtualBase + 40*mib)
+	p.RecordedRelease(VirtualBase+40*mib, 0)
 	assert.Zero(t, sp.Stats().ReserveCalls)
 	assert.Zero(t, p.Stats()["recorded_segments_refused"])
 	a := ptAlloc(t, p, 5*mib, 0)

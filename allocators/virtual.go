@@ -110,6 +110,23 @@ func (s *VirtualSpace) Reserve(n uint64) (uint64, error) {
 	return addr, nil
 }
 
+// FindFree returns where Reserve(n) would place n bytes now, without
+// reserving them or counting a call: an allocator that reserves a range in
+// pieces (PyTorch's expandable segments, a page at a time) asks it first.
+func (s *VirtualSpace) FindFree(n uint64) (uint64, bool) {
+	size := alignUp(n, VirtualGranule)
+	if n == 0 || size < n || (s.paged && s.acct.stats.ReservedBytes+size > s.capacity) {
+		return 0, false
+	}
+	addr, ok := s.free.FirstFit(size)
+	if ok {
+		if err := s.free.Add(addr, size); err != nil {
+			panic(fmt.Sprintf("virtual space: giving back the range it just found: %v", err))
+		}
+	}
+	return addr, ok
+}
+
 // ReserveAt reserves [addr, addr+n rounded up to 256) if all of it is free.
 func (s *VirtualSpace) ReserveAt(addr, n uint64) error {
 	size := alignUp(n, VirtualGranule)

@@ -106,6 +106,35 @@ func oomNotes(tr *Trace) []string {
 	return notes
 }
 
+// recordingNotes say, for a trace recorded from a real program, which
+// options each allocator took from the recording and how much of the
+// recording it reproduced: addresses, and allocations the program failed.
+func recordingNotes(tr *Trace) []string {
+	var notes []string
+	for i := range tr.Results {
+		r := &tr.Results[i]
+		if len(r.OptionsFromRecording) > 0 {
+			kv := make([]string, len(r.OptionsFromRecording))
+			for k, key := range r.OptionsFromRecording {
+				kv[k] = fmt.Sprintf("%s=%v", key, r.Options[key])
+			}
+			notes = append(notes, fmt.Sprintf("%s: as recorded, %s (--set %s.KEY=VALUE for a what-if)",
+				r.Allocator, strings.Join(kv, " "), r.Allocator))
+		}
+		var parts []string
+		if m := r.RecordedAddressMatch; m != nil {
+			parts = append(parts, fmt.Sprintf("%s of %s recorded addresses", Count(m.Matched), Count(m.Checked)))
+		}
+		if m := r.RecordedOOMMatch; m != nil {
+			parts = append(parts, fmt.Sprintf("%s of %s recorded out-of-memory failures", Count(m.Matched), Count(m.Checked)))
+		}
+		if len(parts) > 0 {
+			notes = append(notes, fmt.Sprintf("%s: reproduced %s", r.Allocator, strings.Join(parts, " and ")))
+		}
+	}
+	return notes
+}
+
 // WriteTable writes an aligned terminal table per trace, one row per allocator.
 func WriteTable(w io.Writer, rep Report) error {
 	for i := range rep.Traces {
@@ -130,7 +159,7 @@ func WriteTable(w io.Writer, rep Report) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		for _, n := range oomNotes(tr) {
+		for _, n := range append(recordingNotes(tr), oomNotes(tr)...) {
 			fmt.Fprintln(w, "  "+n)
 		}
 		for j := range tr.Results {
@@ -212,7 +241,7 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 			}
 			b.WriteString("\n")
 		}
-		notes := oomNotes(tr)
+		notes := append(recordingNotes(tr), oomNotes(tr)...)
 		for _, e := range tr.SkippedErrors {
 			notes = append(notes, "skipped: "+e)
 		}

@@ -52,14 +52,18 @@ type Header struct {
 
 // Result is one allocator's metrics on one trace; SPEC §5 defines them.
 type Result struct {
-	Allocator         string         `json:"allocator"`
-	Options           map[string]any `json:"options"`
-	OKAllocs          int64          `json:"ok_allocs"`
-	FailedAllocs      int64          `json:"failed_allocs"`
-	FirstOOMEvent     *int64         `json:"first_oom_event"`
-	FirstOOMLine      *int64         `json:"first_oom_line,omitempty"`
-	Stopped           bool           `json:"stopped_at_oom,omitempty"`
-	PeakReservedBytes uint64         `json:"peak_reserved_bytes"`
+	Allocator string         `json:"allocator"`
+	Options   map[string]any `json:"options"`
+	// OptionsFromRecording lists the options taken from the trace
+	// header's allocator_settings (the recording's own), not from --set or
+	// the defaults.
+	OptionsFromRecording []string `json:"options_from_recording,omitempty"`
+	OKAllocs             int64    `json:"ok_allocs"`
+	FailedAllocs         int64    `json:"failed_allocs"`
+	FirstOOMEvent        *int64   `json:"first_oom_event"`
+	FirstOOMLine         *int64   `json:"first_oom_line,omitempty"`
+	Stopped              bool     `json:"stopped_at_oom,omitempty"`
+	PeakReservedBytes    uint64   `json:"peak_reserved_bytes"`
 	// FootprintVsLowerBound is PeakReservedBytes over the trace's lower
 	// bound (its peak live bytes): 1 is the best any allocator can do. It
 	// is 0 when nothing was ever live.
@@ -77,14 +81,17 @@ type Result struct {
 	ModeledDeviceSeconds     float64   `json:"modeled_device_seconds"`
 	LatencyNs                Latencies `json:"latency_ns"`
 	// LatencySampleEvery says latency_ns comes from one call in this many.
-	LatencySampleEvery   int              `json:"latency_sample_every"`
-	ReplaySeconds        float64          `json:"replay_seconds"`
-	EventsPerSecond      float64          `json:"events_per_second"`
-	Events               int64            `json:"events"`
-	RecordedAddressMatch *AddressMatch    `json:"recorded_address_match,omitempty"`
-	AllocatorStats       map[string]int64 `json:"allocator_stats"`
-	SpaceOptions         map[string]any   `json:"space_options"`
-	OOM                  *OOMDiagnostics  `json:"oom_diagnostics,omitempty"`
+	LatencySampleEvery   int           `json:"latency_sample_every"`
+	ReplaySeconds        float64       `json:"replay_seconds"`
+	EventsPerSecond      float64       `json:"events_per_second"`
+	Events               int64         `json:"events"`
+	RecordedAddressMatch *AddressMatch `json:"recorded_address_match,omitempty"`
+	// RecordedOOMMatch counts the allocations the recorded program failed
+	// (checked) and those the allocator failed too (matched).
+	RecordedOOMMatch *AddressMatch    `json:"recorded_oom_match,omitempty"`
+	AllocatorStats   map[string]int64 `json:"allocator_stats"`
+	SpaceOptions     map[string]any   `json:"space_options"`
+	OOM              *OOMDiagnostics  `json:"oom_diagnostics,omitempty"`
 	// Series are what plots are drawn from; they are not part of report.json.
 	Series *Series `json:"-"`
 }
@@ -190,7 +197,8 @@ type Latency struct {
 	Mean float64 `json:"mean"`
 }
 
-// AddressMatch counts allocations whose recorded address the allocator reproduced.
+// AddressMatch counts allocations whose recorded outcome (an address, or a
+// failure) the allocator reproduced.
 type AddressMatch struct {
 	Checked int64 `json:"checked"`
 	Matched int64 `json:"matched"`
@@ -285,6 +293,10 @@ func buildResult(r *sim.Result, lowerBound uint64) Result {
 	if r.AddrChecked > 0 {
 		out.RecordedAddressMatch = &AddressMatch{Checked: r.AddrChecked, Matched: r.AddrMatched}
 	}
+	if r.RecordedOOMs > 0 {
+		out.RecordedOOMMatch = &AddressMatch{Checked: r.RecordedOOMs, Matched: r.OOMsMatched}
+	}
+	out.OptionsFromRecording = r.OptionsFromRecording
 	if r.OOMSnapshot != nil {
 		out.OOM = NewOOMDiagnostics(r.OOMSnapshot)
 	}

@@ -159,6 +159,15 @@ func (s checkedSpace) ReserveAt(addr, n uint64) error {
 	return nil
 }
 
+// FindFree says where the space under it would place n bytes, if it can
+// (PyTorch's expandable segments ask before reserving page by page).
+func (s checkedSpace) FindFree(n uint64) (uint64, bool) {
+	if f, ok := s.Space.(interface{ FindFree(uint64) (uint64, bool) }); ok {
+		return f.FindFree(n)
+	}
+	return 0, false
+}
+
 func (s checkedSpace) Release(addr, n uint64) error {
 	s.c.beforeRelease(addr, n)
 	err := s.Space.Release(addr, n)

@@ -62,6 +62,11 @@ type Config struct {
 	// planner configured without Reread (a trace on standard input) is an
 	// error.
 	Reread func() (Source, error)
+	// Recorded are the settings of the allocator the trace was recorded
+	// with (the header's allocator_settings). The allocator they name
+	// starts from them: each of its options they set that the spec does
+	// not is taken from them, and Result.OptionsFromRecording lists it.
+	Recorded trace.RecordedSettings
 	// LatencySample times one Allocate and one Free in this many (the
 	// first, then every LatencySample-th); 0 means DefaultLatencySample, 1
 	// times every call.

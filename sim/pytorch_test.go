@@ -71,8 +71,16 @@ func checkPyTorchCounters(t *testing.T, r Result) {
 	assert.Equal(t, int64(r.PeakInUseBytes), st["allocated_bytes.all.peak"], "peak allocated bytes")
 	assert.Equal(t, st["bytes_in_use"], st["allocated_bytes.all.current"])
 	assert.Equal(t, st["allocated_bytes.all.current"], st["active_bytes.all.current"])
-	assert.Equal(t, r.Space.ReserveCalls-r.Space.FailedReserves, st["num_device_alloc"], "device reservations")
-	assert.Equal(t, r.Space.ReleaseCalls, st["num_device_free"], "device releases")
+	if st["expandable_segments.peak"] == 0 && r.Options["expandable_segments"] != true {
+		assert.Equal(t, r.Space.ReserveCalls-r.Space.FailedReserves, st["num_device_alloc"], "device reservations")
+		assert.Equal(t, r.Space.ReleaseCalls, st["num_device_free"], "device releases")
+	} else {
+		// PyTorch counts a mapping (map_block, unmap_block) once; the
+		// space sees each page, and the pages of a mapping that failed
+		// part way go back.
+		assert.GreaterOrEqual(t, r.Space.ReserveCalls-r.Space.FailedReserves, st["num_device_alloc"], "device reservations")
+		assert.GreaterOrEqual(t, r.Space.ReleaseCalls, st["num_device_free"], "device releases")
+	}
 	assert.Equal(t, r.FailedAllocs, st["num_ooms"])
 	assert.Equal(t, r.OKAllocs-r.ZeroSizeAllocs, st["num_allocs"])
 	for _, k := range []string{"allocated_bytes", "reserved_bytes", "segment", "inactive_split_bytes"} {
@@ -107,9 +115,13 @@ func (s *logSpace) ReserveAt(addr, n uint64) error {
 func (s *logSpace) Release(addr, n uint64) error {
 	err := s.Space.Release(addr, n)
 	if err == nil {
-		s.log = append(s.log, trace.Event{Op: trace.OpRelease, Addr: addr})
+		s.log = append(s.log, trace.Event{Op: trace.OpRelease, Addr: addr, Size: n})
 	}
 	return err
+}
+
+func (s *logSpace) FindFree(n uint64) (uint64, bool) {
+	return s.Space.(interface{ FindFree(uint64) (uint64, bool) }).FindFree(n)
 }
 
 // recordPyTorch plays evs against a pytorch allocator in model mode, as a program

@@ -576,6 +576,15 @@ func (s recordingSpace) ReserveAt(addr, n uint64) error {
 	return nil
 }
 
+// FindFree says where the space under it would place n bytes, if it can
+// (PyTorch's expandable segments ask before reserving page by page).
+func (s recordingSpace) FindFree(n uint64) (uint64, bool) {
+	if f, ok := s.Space.(interface{ FindFree(uint64) (uint64, bool) }); ok {
+		return f.FindFree(n)
+	}
+	return 0, false
+}
+
 func (s recordingSpace) Release(addr, n uint64) error {
 	err := s.Space.Release(addr, n)
 	if err == nil {

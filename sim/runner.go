@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -76,6 +78,14 @@ type Result struct {
 	// AddrChecked and AddrMatched count allocations whose trace carried the
 	// recorded address, and those the allocator placed at the same address.
 	AddrChecked, AddrMatched int64
+	// RecordedOOMs counts the allocations the recorded program failed (an
+	// alloc after an allocators.RecordedOOMMark mark), and OOMsMatched
+	// those the allocator failed too.
+	RecordedOOMs, OOMsMatched int64
+
+	// OptionsFromRecording are the options taken from the trace's recorded
+	// settings (Config.Recorded), sorted; nil if none.
+	OptionsFromRecording []string
 
 	// AllocatorStats are the allocator's own counters (StatsReporter), or nil.
 	AllocatorStats map[string]int64
@@ -191,6 +201,8 @@ type runner struct {
 	rec           *recorder // nil unless Config.Record
 
 	blocks []allocators.Block // by Slot; Size 0 means "no block"
+	// oomNext: the recorded program failed the next allocation.
+	oomNext bool
 
 	live, inUse         uint64
 	fragSum             float64
@@ -240,9 +252,14 @@ func newRunner(spec AllocatorSpec, cfg Config) (*runner, error) {
 		r.rec = newRecorder(rc, sp.Granule())
 		under = recordingSpace{Space: under, rec: r.rec}
 	}
-	a, eff, err := allocators.New(spec.Name, under, spec.Options)
+	opts, fromRec := withRecorded(spec, cfg.Recorded)
+	a, eff, err := allocators.New(spec.Name, under, opts)
 	if err != nil {
 		r.close()
+		if len(fromRec) > 0 {
+			err = fmt.Errorf("%w (%s came from the trace header's %s; --set %s.KEY=VALUE overrides)",
+				err, strings.Join(fromRec, ", "), trace.SettingsKey, spec.Name)
+		}
 		return nil, err
 	}
 	r.alloc = a
@@ -277,8 +294,37 @@ func newRunner(spec AllocatorSpec, cfg Config) (*runner, error) {
 	if cfg.LatencySample <= 0 {
 		r.sampleEvery = DefaultLatencySample
 	}
-	r.result = Result{Allocator: spec.Name, Options: eff, FirstOOMEvent: -1, FirstOOMLine: -1}
+	r.result = Result{Allocator: spec.Name, Options: eff, FirstOOMEvent: -1, FirstOOMLine: -1,
+		OptionsFromRecording: fromRec}
 	return r, nil
+}
+
+// withRecorded returns spec's options over the recorded settings that are
+// options of spec's allocator, and the keys taken from the recording.
+func withRecorded(spec AllocatorSpec, rec trace.RecordedSettings) (allocators.Options, []string) {
+	if rec.Allocator != spec.Name || len(rec.Options) == 0 {
+		return spec.Options, nil
+	}
+	f, err := allocators.Lookup(spec.Name)
+	if err != nil {
+		return spec.Options, nil
+	}
+	opts := allocators.Options{}
+	var from []string
+	for _, k := range rec.Keys() {
+		if _, set := spec.Options[k]; set || !slices.ContainsFunc(f.Options, func(o allocators.Option) bool { return o.Key == k }) {
+			continue
+		}
+		opts[k] = rec.Options[k]
+		from = append(from, k)
+	}
+	if len(from) == 0 {
+		return spec.Options, nil
+	}
+	for k, v := range spec.Options {
+		opts[k] = v
+	}
+	return opts, from
 }
 
 func (r *runner) close() {
@@ -324,6 +370,7 @@ func (r *runner) apply(events []trace.Event, first int64) error {
 			if r.rec != nil {
 				r.rec.mark(i, ev)
 			}
+			r.oomNext = strings.HasPrefix(ev.Name, allocators.RecordedOOMMark)
 			if r.replayer != nil {
 				r.replayer.Mark(ev.Name)
 			}
@@ -335,7 +382,7 @@ func (r *runner) apply(events []trace.Event, first int64) error {
 		case trace.OpRelease:
 			if r.segments != nil {
 				r.takePeakSnapshot()
-				r.segments.RecordedRelease(ev.Addr)
+				r.segments.RecordedRelease(ev.Addr, ev.Size)
 			}
 		}
 		reserved, frag := r.observe()
@@ -360,6 +407,8 @@ func (r *runner) apply(events []trace.Event, first int64) error {
 }
 
 func (r *runner) doAlloc(ev *trace.Event, i int64) error {
+	recordedOOM := r.oomNext
+	r.oomNext = false
 	if int(ev.Slot) >= len(r.blocks) {
 		r.blocks = append(r.blocks, make([]allocators.Block, int(ev.Slot)+1-len(r.blocks))...)
 	}
@@ -401,6 +450,10 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 		}
 		r.blocks[ev.Slot] = allocators.Block{}
 		r.result.FailedAllocs++
+		if recordedOOM {
+			r.result.RecordedOOMs++
+			r.result.OOMsMatched++
+		}
 		if r.result.FirstOOMEvent < 0 {
 			r.result.FirstOOMEvent, r.result.FirstOOMLine = i, ev.Line
 			if r.snap != nil {
@@ -420,6 +473,9 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 	}
 	r.blocks[ev.Slot] = b
 	r.result.OKAllocs++
+	if recordedOOM {
+		r.result.RecordedOOMs++
+	}
 	r.live += ev.Size
 	r.inUse += b.Size
 	if r.rec != nil {

@@ -269,7 +269,27 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 	if capacity == 0 {
 		capacity = sim.DefaultCapacity
 	}
+	recorded, _, err := h.Settings()
+	if err != nil {
+		return report.TraceRun{}, fmt.Errorf("%s: %w", path, err)
+	}
+	// The device the recording's addresses need, unless --set says otherwise.
+	recSpace, err := h.SpaceSettings()
+	if err != nil {
+		return report.TraceRun{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(recSpace) > 0 && o.space == "virtual" {
+		merged := allocators.Options{}
+		for k, v := range recSpace {
+			merged[k] = v
+		}
+		for k, v := range spaceOpts {
+			merged[k] = v
+		}
+		spaceOpts = merged
+	}
 	cfg := sim.Config{
+		Recorded:   recorded,
 		Allocators: specs,
 		Space:      allocators.SpaceConfig{Kind: o.space, Capacity: capacity, Touch: o.touch, Options: spaceOpts},
 		StopOnOOM:  o.stopOnOOM,
