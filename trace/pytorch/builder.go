@@ -66,6 +66,13 @@ const (
 	keyFilename
 	keyName
 	keyLine
+	keyAllocatorSettings
+	keyExpandableSegments
+	keyMaxSplitSize
+	keyGCThreshold
+	keyAllocConf
+	keyDeviceFree
+	keySegmentType
 	numKeys
 )
 
@@ -88,6 +95,15 @@ var keyNames = [numKeys]string{
 	keyFilename:      "filename",
 	keyName:          "name",
 	keyLine:          "line",
+	// allocator_settings (PyTorch ≥ 2.6) and what the importer reads of it.
+	keyAllocatorSettings:  "allocator_settings",
+	keyExpandableSegments: "expandable_segments",
+	keyMaxSplitSize:       "max_split_size",
+	keyGCThreshold:        "garbage_collection_threshold",
+	keyAllocConf:          "PYTORCH_CUDA_ALLOC_CONF",
+	// An oom entry's free device memory.
+	keyDeviceFree:  "device_free",
+	keySegmentType: "segment_type",
 }
 
 // isFrameKey says which keys a frame dict has.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 
@@ -58,6 +59,21 @@ type Stats struct {
 	// Clusters is how many groups of overlapping segments were moved into
 	// the simulated device.
 	Clusters int
+	// Settings are the recorded allocator settings written into the
+	// header, when the snapshot has them; Unmodelled lists the settings
+	// the pytorch model has no option for.
+	Settings   *trace.RecordedSettings
+	Unmodelled []string
+	// OOMs counts the allocations the recorded program failed (oom
+	// entries), written as allocations after a mark, and CapacityBytes
+	// the device capacity the header gives: what the allocator held at
+	// the first such failure plus the free device memory it was told of
+	// (device_free), or 0 when there was none.
+	OOMs          int64
+	CapacityBytes uint64
+	// ExpandableStart is set when the start state's expandable segments
+	// were worked out on address ranges (segment_map and segment_unmap).
+	ExpandableStart bool
 }
 
 // maxReasons is how many reasons for dropped entries Stats keeps.
@@ -92,6 +108,7 @@ type op struct {
 	hasT   bool
 	tag    string
 	name   string
+	noAddr bool // an alloc the recording has no address for
 }
 
 func (s *snapshot) pickDevice(want int) (int, error) {
@@ -149,6 +166,16 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 	var startSegs []segment
 	orphanID := map[int64]uint64{} // entry index → id of the start block it frees
 	var segSpans []span
+	expStart := newStartState() // the expandable segments' pages mapped at the start
+	expandable := false
+	// reserved follows the bytes the recording reserves and releases, from
+	// an unknown start; at each oom it is kept with the free device memory.
+	var reserved, peakReserved int64
+	type oom struct {
+		reserved   int64
+		deviceFree uint64
+	}
+	var ooms []oom
 	hasT := false
 	err = s.eachEntry(ctx, dev, func(i int64, e *entry) error {
 		switch e.action {
@@ -167,17 +194,35 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 			startBlocks = append(startBlocks, startBlock{addr: e.addr, size: e.size, stream: e.stream, entry: i})
 		case actFreeRequested:
 			pending[e.addr] = true
-		case actSegmentAlloc, actSegmentMap:
+		case actSegmentAlloc:
 			segsMade[e.addr] = e.size
 			segSpans = append(segSpans, span{e.addr, e.addr + e.size})
-		case actSegmentFree, actSegmentUnmap:
+			reserved += int64(e.size)
+		case actSegmentFree:
+			reserved -= int64(e.size)
 			if _, ok := segsMade[e.addr]; ok {
 				delete(segsMade, e.addr)
 				break
 			}
-			startSegs = append(startSegs, segment{address: e.addr, totalSize: e.size, stream: e.stream})
+			startSegs = append(startSegs, segment{address: e.addr, totalSize: e.size, stream: e.stream, small: e.size == smallBuffer})
 			segSpans = append(segSpans, span{e.addr, e.addr + e.size})
+		case actSegmentMap, actSegmentUnmap:
+			// Pages of expandable segments: worked out on ranges. One past
+			// the end of the address space is dropped when written.
+			expandable = true
+			if hi := e.addr + e.size; hi > e.addr && e.size < maxTraceSize {
+				expStart.event(e.addr, hi, e.stream, e.action == actSegmentUnmap)
+				segSpans = append(segSpans, span{e.addr, hi})
+			}
+			if e.action == actSegmentMap {
+				reserved += int64(e.size)
+			} else {
+				reserved -= int64(e.size)
+			}
+		case actOOM:
+			ooms = append(ooms, oom{reserved, e.deviceFree})
 		}
+		peakReserved = max(peakReserved, reserved)
 		// The header's time unit is known before the first event is
 		// written: it is set if any event that is written has a time.
 		hasT = hasT || e.hasTime && e.action != actFreeRequested && e.action != actOther
@@ -187,11 +232,15 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 		return st, err
 	}
 	st.PendingFrees = int64(len(pending))
+	var final []mappedRange // the expandable segments' pages mapped at the end
 	for _, seg := range s.segments {
 		if seg.device != int64(dev) {
 			continue
 		}
-		if _, made := segsMade[seg.address]; !made {
+		if seg.expandable {
+			final = append(final, mappedRange{lo: seg.address, hi: seg.address + seg.totalSize, stream: seg.stream, small: seg.small})
+			segSpans = append(segSpans, span{seg.address, seg.address + seg.totalSize})
+		} else if _, made := segsMade[seg.address]; !made {
 			startSegs = append(startSegs, seg)
 			segSpans = append(segSpans, span{seg.address, seg.address + seg.totalSize})
 		}
@@ -210,10 +259,48 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 		}
 	}
 	live, segsMade, pending = nil, nil, nil
+	if len(final) > 0 || expandable {
+		st.ExpandableStart = true
+		expStart.finish(final).each(func(r mappedRange) {
+			startSegs = append(startSegs, segment{address: r.lo, totalSize: r.hi - r.lo, stream: r.stream, small: r.small, expandable: true})
+		})
+	}
+	expStart = nil
 	slices.SortFunc(startSegs, func(a, b segment) int { return cmp.Compare(a.address, b.address) })
+	if len(ooms) > 0 {
+		// The capacity the program could have had: what it held at a
+		// failure plus what the device still had free, at the tightest
+		// failure, and never less than it held at its peak.
+		var start int64
+		for _, seg := range startSegs {
+			start += int64(seg.totalSize)
+		}
+		c := uint64(math.MaxUint64)
+		for _, o := range ooms {
+			c = min(c, uint64(max(start+o.reserved, 0))+o.deviceFree)
+		}
+		st.CapacityBytes = max(c, uint64(max(start+peakReserved, 0)))
+	}
+	switch {
+	case s.settings != nil:
+		rs := s.settings.recorded(&st)
+		st.Settings = &rs
+	case st.ExpandableStart:
+		// Snapshots before PyTorch 2.6 have no allocator_settings; the
+		// segments say this much.
+		st.Settings = &trace.RecordedSettings{Allocator: "pytorch", Options: map[string]string{"expandable_segments": "true"}}
+	}
 	slices.SortFunc(startBlocks, func(a, b startBlock) int { return cmp.Compare(a.addr, b.addr) })
 
-	clusters := makeClusters(segSpans)
+	gap := uint64(clusterGap)
+	if st.ExpandableStart {
+		// An expandable segment's unmapped addresses count: best fit
+		// weighs a free block by the unmapped room after it, and the next
+		// segment's range starts where this one's ends. Keep the recorded
+		// distances (the replay's device is paged: its range is 128 TiB).
+		gap = expandableGap
+	}
+	clusters := makeClusters(segSpans, gap)
 	st.Clusters = len(clusters)
 	if err := inferSizes(startSegs, startBlocks, func(fn func(e *entry) bool) error {
 		err := s.eachEntry(ctx, dev, func(_ int64, e *entry) error {
@@ -235,9 +322,23 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 		return st, err
 	}
 	em.op(op{kind: trace.OpMark, name: startStateMark})
+	// The small pool's pages are written one by one, up to a bound no
+	// device comes near (2 TiB of them), so that a crafted snapshot cannot
+	// make the start state endless.
+	smallPagesLeft := uint64(1 << 20)
 	bi := 0
 	for _, seg := range startSegs {
-		em.op(op{kind: trace.OpReserve, addr: seg.address, size: seg.totalSize, stream: seg.stream})
+		if pages := seg.totalSize / smallBuffer; seg.expandable && seg.small && seg.totalSize%smallBuffer == 0 &&
+			pages > 1 && pages <= smallPagesLeft {
+			// The small pool maps one 2 MiB page at a time: a reserve of
+			// 2 MiB is how the trace says a page is the small pool's.
+			smallPagesLeft -= pages
+			for a := seg.address; a < seg.address+seg.totalSize; a += smallBuffer {
+				em.op(op{kind: trace.OpReserve, addr: a, size: smallBuffer, stream: seg.stream})
+			}
+		} else {
+			em.op(op{kind: trace.OpReserve, addr: seg.address, size: seg.totalSize, stream: seg.stream})
+		}
 		st.StartSegments++
 		for bi < len(startBlocks) && startBlocks[bi].addr < seg.address {
 			st.drop("block at %#x: allocated before the recording, in no segment", startBlocks[bi].addr)
@@ -285,12 +386,25 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 			st.OrphanFrees++
 		case actSegmentAlloc, actSegmentMap:
 			o.kind = trace.OpReserve
-		case actSegmentFree, actSegmentUnmap:
-			o.kind = trace.OpRelease
+		case actSegmentFree:
+			o.kind, o.size = trace.OpRelease, 0 // the whole segment
+		case actSegmentUnmap:
+			o.kind = trace.OpRelease // these pages
 		case actSnapshot:
 			o.kind, o.name = trace.OpMark, "snapshot"
 		case actOOM:
-			o.kind, o.name = trace.OpMark, fmt.Sprintf("oom (%d bytes requested)", e.size)
+			// The request the program failed: a mark that says so, then
+			// the request, freed at once, so that a replay tries it too.
+			st.OOMs++
+			if e.size >= maxTraceSize || e.size == 0 {
+				o.kind, o.name = trace.OpMark, fmt.Sprintf("oom (%d bytes requested)", e.size)
+				break
+			}
+			em.op(op{kind: trace.OpMark, t: e.timeUS, hasT: e.hasTime,
+				name: fmt.Sprintf("%s the recording failed this %d-byte allocation; the device had %d bytes free", oomMark, e.size, e.deviceFree)})
+			em.op(op{kind: trace.OpAlloc, id: nextID, size: e.size, stream: e.stream, t: e.timeUS, hasT: e.hasTime, tag: e.tag, noAddr: true})
+			o.kind, o.id = trace.OpFree, nextID
+			nextID++
 		default:
 			return nil // free_requested, and actions bfcsim has no use for
 		}
@@ -310,11 +424,13 @@ type startBlock struct {
 	entry      int64 // index of its orphan free, or -1
 }
 
-// The marks around the start state (allocators.StartStateMark and
-// RecordingStartsMark; the trace package does not import allocators).
+// The marks around the start state, and the one before an allocation the
+// recording failed (allocators.StartStateMark, RecordingStartsMark and
+// RecordedOOMMark; the trace package does not import allocators).
 const (
 	startStateMark      = "start state"
 	recordingStartsMark = "recording starts"
+	oomMark             = "oom:"
 )
 
 // emitter writes the header and then the events, with addresses moved,
@@ -346,6 +462,22 @@ func newEmitter(w *trace.Writer, cl clusterList, opt Options, st *Stats, hasT bo
 	m.WriteByte(']')
 	h.Meta["address_map"] = m.String()
 	h.Meta["device"] = fmt.Sprint(st.Device)
+	if st.Settings != nil {
+		j, err := st.Settings.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		h.Meta[trace.SettingsKey] = string(j)
+	}
+	h.CapacityBytes = st.CapacityBytes
+	if st.ExpandableStart {
+		// Expandable segments map pages into address ranges larger than
+		// the memory; holes unmapped in them are never given to another
+		// segment. A contiguous device of the recorded capacity cannot hold
+		// that layout; a paged one (a large virtual range, only the
+		// capacity limiting what is mapped) can.
+		h.Meta[trace.SpaceSettingsKey] = `{"placement":"paged"}`
+	}
 	if err := w.WriteHeader(h); err != nil {
 		return nil, err
 	}
@@ -358,7 +490,13 @@ func (em *emitter) op(o op) {
 	}
 	st := em.st
 	ev := trace.Event{Op: o.kind, ID: o.id, Size: o.size, Tag: o.tag, Name: o.name}
-	if o.kind == trace.OpAlloc || o.kind == trace.OpReserve || o.kind == trace.OpRelease {
+	if o.size >= maxTraceSize && (o.kind == trace.OpReserve || o.kind == trace.OpRelease) {
+		st.drop("%s of %d bytes at %#x: larger than a trace can say", o.kind, o.size, o.addr)
+		return
+	}
+	if o.kind == trace.OpAlloc && o.noAddr {
+		// Nothing to move.
+	} else if o.kind == trace.OpAlloc || o.kind == trace.OpReserve || o.kind == trace.OpRelease {
 		a, ok := em.cl.move(o.addr)
 		if !ok {
 			if o.kind == trace.OpAlloc {
@@ -545,6 +683,9 @@ type cluster struct {
 
 type clusterList []cluster
 
+// maxTraceSize bounds sizes in a trace (trace format v1: below 2^63).
+const maxTraceSize = 1 << 63
+
 // replayBase is where the first cluster goes: the simulated device's base.
 const replayBase = 1 << 40
 
@@ -554,9 +695,14 @@ const replayBase = 1 << 40
 const (
 	clusterAlign = 2 << 20
 	clusterGap   = 2 << 20
+	// expandableGap is the most room left between clusters of a recording
+	// with expandable segments: more than any segment's address range (9/8
+	// of a device's memory: 128 GiB is beyond any GPU's), and little
+	// enough that hundreds of clusters fit in the paged device's 128 TiB.
+	expandableGap = 1 << 37
 )
 
-func makeClusters(spans []span) clusterList {
+func makeClusters(spans []span, maxGap uint64) clusterList {
 	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
 	var cl clusterList
 	for _, s := range spans {
@@ -575,7 +721,7 @@ func makeClusters(spans []span) clusterList {
 		c.to = (cursor+clusterAlign-1)/clusterAlign*clusterAlign + c.lo%clusterAlign
 		cursor = c.to + (c.hi - c.lo)
 		if i+1 < len(cl) {
-			cursor += min(cl[i+1].lo-c.hi, clusterGap)
+			cursor += min(cl[i+1].lo-c.hi, maxGap)
 		}
 	}
 	return cl

@@ -213,7 +213,7 @@ func TestDeviceChoice(t *testing.T) {
 }
 
 func TestClusters(t *testing.T) {
-	cl := makeClusters([]span{{100 << 20, 102 << 20}, {101 << 20, 104 << 20}, {1 << 40, 1<<40 + 2<<20}, {200<<20 + 512, 201 << 20}})
+	cl := makeClusters([]span{{100 << 20, 102 << 20}, {101 << 20, 104 << 20}, {1 << 40, 1<<40 + 2<<20}, {200<<20 + 512, 201 << 20}}, clusterGap)
 	require.Len(t, cl, 3)
 	a, ok := cl.move(100 << 20)
 	require.True(t, ok)

@@ -66,6 +66,20 @@ type snapshot struct {
 	// device's is read (eachEntry), so that what other devices hold cannot
 	// stop an import.
 	traces []value
+	// settings are what allocator_settings says, when the snapshot has it.
+	settings *settings
+}
+
+// settings are the allocator settings a snapshot records (PyTorch 2.6 and
+// later): the values in effect, and the PYTORCH_CUDA_ALLOC_CONF text they
+// came from.
+type settings struct {
+	conf         string
+	expandable   bool
+	maxSplitSize int64 // -1: unlimited
+	gcThreshold  float64
+	// problems are settings that could not be read, for Stats.
+	problems []string
 }
 
 type segment struct {
@@ -74,6 +88,7 @@ type segment struct {
 	totalSize  uint64
 	stream     int64
 	expandable bool
+	small      bool // segment_type "small": the small pool's
 	blocks     []block
 }
 
@@ -116,13 +131,15 @@ var actionNames = map[string]action{
 }
 
 type entry struct {
-	action  action
-	addr    uint64
-	size    uint64
-	stream  int64
-	timeUS  float64
-	hasTime bool
-	tag     string
+	action action
+	addr   uint64
+	size   uint64
+	// deviceFree is an oom entry's free device memory (device_free).
+	deviceFree uint64
+	stream     int64
+	timeUS     float64
+	hasTime    bool
+	tag        string
 }
 
 // read reads a snapshot, JSON by its first byte or a pickle, from r. Its
@@ -194,13 +211,15 @@ func (b *builder) snapshot(top value, form string) (*snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	var segs, traces value
+	var segs, traces, set value
 	for _, f := range d.fields {
 		switch f.key {
 		case keySegments:
 			segs = f.v
 		case keyDeviceTraces:
 			traces = f.v
+		case keyAllocatorSettings:
+			set = f.v
 		}
 	}
 	if segs.kind == 0 {
@@ -213,7 +232,51 @@ func (b *builder) snapshot(top value, form string) (*snapshot, error) {
 	if err := s.readTraces(traces); err != nil {
 		return nil, err
 	}
+	s.settings = b.readSettings(set)
 	return s, nil
+}
+
+// readSettings reads allocator_settings. A setting of the wrong type is
+// left at PyTorch's default and noted, not an error: the trace is still
+// worth importing.
+func (b *builder) readSettings(v value) *settings {
+	if v.kind != kDict {
+		return nil
+	}
+	d, err := b.dict(v)
+	if err != nil {
+		return nil
+	}
+	st := &settings{maxSplitSize: -1}
+	for _, f := range d.fields {
+		switch f.key {
+		case keyAllocConf:
+			st.conf = b.asStr(f.v)
+		case keyExpandableSegments:
+			switch f.v.kind {
+			case kTrue:
+				st.expandable = true
+			case kFalse, kNone:
+			default:
+				st.problems = append(st.problems, "expandable_segments is "+b.describe(f.v))
+			}
+		case keyMaxSplitSize:
+			// -1, or SIZE_MAX in older versions, means unlimited.
+			switch n, err := b.asInt(f.v, "max_split_size"); {
+			case err != nil:
+				st.problems = append(st.problems, err.Error())
+			case f.v.kind == kInt && n >= 0:
+				st.maxSplitSize = n
+			}
+		case keyGCThreshold:
+			x, _, err := b.asFloat(f.v, "garbage_collection_threshold")
+			if err != nil {
+				st.problems = append(st.problems, err.Error())
+			}
+			st.gcThreshold = x
+		}
+	}
+	return st
 }
 
 // listOf returns the list a field holds; nil for None or a missing field.
@@ -247,7 +310,7 @@ func (s *snapshot) readSegments(v value) error {
 		if !rec.dict {
 			return fmt.Errorf("%s: a %s where a dict was expected", w, rec.item.typeName())
 		}
-		seg := segment{expandable: rec.get(keyIsExpandable).kind == kTrue}
+		seg := segment{expandable: rec.get(keyIsExpandable).kind == kTrue, small: b.asStr(rec.get(keySegmentType)) == "small"}
 		if seg.device, err = b.asInt(rec.get(keyDevice), "device"); err == nil {
 			if seg.address, err = b.asUint(rec.get(keyAddress), "address"); err == nil {
 				if seg.totalSize, err = b.asUint(rec.get(keyTotalSize), "total_size"); err == nil {
@@ -522,6 +585,9 @@ func (b *builder) decodeEntry(rec *record, e *entry) error {
 		return err
 	}
 	if e.tag, err = b.tagText(rec.get(keyFrames)); err != nil {
+		return err
+	}
+	if e.deviceFree, err = b.asUint(rec.get(keyDeviceFree), "device_free"); err != nil {
 		return err
 	}
 	e.timeUS, e.hasTime, err = b.asFloat(rec.get(keyTimeUS), "time_us")
