@@ -1,9 +1,11 @@
 package allocators
 
-// PyTorch is PyTorch's CUDA caching allocator (the "native" backend of
-// c10/cuda/CUDACachingAllocator.cpp) in its default configuration, with its
-// PYTORCH_CUDA_ALLOC_CONF options as --set pytorch.* options. REFERENCE §2
-// is the yardstick.
+// PyTorch is PyTorch's CUDA caching allocator (the "native" backend,
+// DeviceCachingAllocator in c10/cuda/CUDACachingAllocator.cpp, checked
+// against pytorch/pytorch at commit 001074d25084fdb87a799823e395a50f5ec044d3)
+// in its default configuration, with its PYTORCH_CUDA_ALLOC_CONF options as
+// --set pytorch.* options. The yardstick is PyTorch itself: real snapshots
+// it recorded replay at every recorded address (trace/pytorch/testdata/real).
 //
 // Strategy. The allocator caches device segments (cudaMalloc'd ranges) and
 // cuts them into blocks. A request is rounded to 512 bytes and served from
@@ -47,11 +49,11 @@ package allocators
 // old as the average are released, pass after pass, until enough is freed.
 //
 // Expandable segments (expandable_segments): instead of a segment per miss,
-// each (pool, stream) grows one segment by mapping 2 MiB (small) or 20 MiB
-// (large) pages at its end, with the space's Placer.ReserveAt; the split rule
-// becomes "at least 512 bytes left" everywhere. A segment is a run of such
-// reservations, one per growth, so releasing its free tail gives back whole
-// growth steps.
+// each pool and stream maps 2 MiB (small) or 20 MiB (large) pages into a
+// range of addresses reserved for it, and unmaps the pages of free blocks
+// when the device runs out; pytorch_expandable.go follows PyTorch's
+// functions for it. The split rule becomes "at least 512 bytes left"
+// everywhere.
 //
 // Recorded segments (SegmentObserver, Replayer). A trace imported from a
 // PyTorch snapshot carries the program's segment_alloc/segment_free calls as
@@ -67,8 +69,8 @@ package allocators
 // free. Allocations of the start state are cut out of their segments at
 // their recorded addresses, to their size exactly (AllocateAt, like
 // PyTorch's mallocWithAddress), so the recorded layout is rebuilt block for
-// block. With expandable segments, a recorded reserve at the end of a
-// segment grows it. The allocator still makes
+// block. With expandable segments, a recorded reserve maps those pages and
+// a recorded release with a size unmaps them. The allocator still makes
 // its own segments on a miss, and counts them: with a faithful model and a
 // complete recording there are none. With segments=model the recorded
 // events are ignored (what-if mode).
@@ -90,12 +92,17 @@ package allocators
 //     the newest PyTorch puts a segment registration counter before the
 //     address.
 //   - Expandable segments: the space stands for both the virtual and the
-//     physical memory, so a segment grows only while the addresses after it
-//     are free; when they are not, a new segment is started. With
-//     space.placement=paged each new expandable segment is placed in its
-//     own slot of 9/8 × the capacity, like PyTorch's reservation of virtual
-//     address space, and never collides. Only a free tail is given back (in
-//     whole growth steps), not free pages inside the segment.
+//     physical memory. With space.placement=paged (what an imported
+//     recording with expandable segments asks for) each new expandable
+//     segment gets its own slot of 9/8 × the capacity, like PyTorch's
+//     reservation of virtual address space. On a first-fit device a
+//     segment's range ends where another reservation begins, so it may have
+//     to start a new segment where PyTorch would have grown. A recorded
+//     reserve of exactly 2 MiB is the small pool's, any other the large
+//     pool's (the small pool maps one 2 MiB page at a time).
+//     release_available_cached_blocks (max_split_size) and garbage
+//     collection pass expandable segments over; PyTorch's
+//     release_available_cached_blocks would assert on them.
 //   - Blocks are 512-aligned within their segment and segments are aligned
 //     to the space's granule, so requested alignments above
 //     min(512, granule) are ignored (PyTorch has no alignment parameter).
@@ -196,7 +203,7 @@ var pytorchOptions = []Option{
 	{Key: "roundup_power2_divisions", Default: "0", Help: "round requests above 512*N bytes up to the next of N equal steps between two powers of two (N a power of two; 0: off)"},
 	{Key: "garbage_collection_threshold", Default: "0", Help: "on a cache miss, when reserved memory exceeds this fraction of the allowed memory, release the oldest whole free large segments (0 < x < 1; 0: off; acts only with memory_fraction < 1, as in PyTorch)"},
 	{Key: "memory_fraction", Default: "1", Help: "share of the device the allocator may reserve, as torch.cuda.set_per_process_memory_fraction (0 < x <= 1)"},
-	{Key: "expandable_segments", Default: "false", Help: "grow one segment per pool and stream in 2 MiB (small) / 20 MiB (large) pages instead of a segment per miss"},
+	{Key: "expandable_segments", Default: "false", Help: "map 2 MiB (small) / 20 MiB (large) pages into one address range per pool and stream instead of a segment per miss, and unmap free pages when out of memory"},
 }
 
 func newPyTorchFromOptions(sp Space, o Options) (Allocator, map[string]any, error) {

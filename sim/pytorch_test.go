@@ -216,9 +216,11 @@ func withStreams(evs []trace.Event) []trace.Event {
 	return evs
 }
 
-// The fidelity check of REFERENCE §2: replaying a recording with its
-// segments adopted puts every allocation where the recorded program had it,
-// without the allocator reserving anything itself.
+// A self-consistency check, not evidence of fidelity: a recording the model
+// makes of itself (recordPyTorch), replayed with its segments adopted, puts
+// every allocation where the recording had it, without the allocator
+// reserving anything itself. The evidence that the model is PyTorch's is in
+// cmd/bfcsim (TestRealSnapshots): snapshots PyTorch recorded.
 func TestPyTorchRecordedReplayMatches(t *testing.T) {
 	type tc struct {
 		trace    string
@@ -324,4 +326,48 @@ func TestPyTorchImportedSnapshots(t *testing.T) {
 			checkPyTorchCounters(t, res[0])
 		})
 	}
+}
+
+// The recorded settings are where the allocator they name starts: each
+// option the replay does not set comes from them and is listed, --set wins,
+// other allocators ignore them. An allocation after an "oom:" mark is one
+// the recording failed; recorded_oom_match says whether the replay failed
+// it too.
+func TestRecordedSettingsAndOOMs(t *testing.T) {
+	const mib = 1 << 20
+	evs := []trace.Event{
+		{Op: trace.OpAlloc, ID: 1, Size: 60 * mib},
+		{Op: trace.OpMark, Name: allocators.RecordedOOMMark + " the recording failed this allocation"},
+		{Op: trace.OpAlloc, ID: 2, Size: 50 * mib},
+		{Op: trace.OpFree, ID: 2},
+		{Op: trace.OpMark, Name: "oom (not a recorded failure: no colon)"},
+		{Op: trace.OpAlloc, ID: 3, Size: 10 * mib},
+	}
+	rec := trace.RecordedSettings{Allocator: "pytorch", Options: map[string]string{
+		"expandable_segments": "true", "max_split_size_mb": "unlimited", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}}
+
+	cfg := config(100*mib, "pytorch", "bfc")
+	cfg.Recorded = rec
+	res := replay(t, evs, cfg)
+	assert.Equal(t, []string{"expandable_segments", "max_split_size_mb"}, res[0].OptionsFromRecording)
+	assert.Equal(t, true, res[0].Options["expandable_segments"])
+	assert.EqualValues(t, 1, res[0].RecordedOOMs)
+	assert.EqualValues(t, 1, res[0].OOMsMatched, "60 + 50 MiB do not fit in 100 MiB")
+	assert.EqualValues(t, 1, res[0].FailedAllocs)
+	assert.Nil(t, res[1].OptionsFromRecording, "the settings are pytorch's, not bfc's")
+	assert.EqualValues(t, 1, res[1].RecordedOOMs)
+
+	cfg = config(200*mib, "pytorch")
+	cfg.Recorded = rec
+	cfg.Allocators[0].Options = allocators.Options{"expandable_segments": "false"}
+	res = replay(t, evs, cfg)
+	assert.Equal(t, []string{"max_split_size_mb"}, res[0].OptionsFromRecording, "--set wins")
+	assert.Equal(t, false, res[0].Options["expandable_segments"])
+	assert.EqualValues(t, 1, res[0].RecordedOOMs)
+	assert.Zero(t, res[0].OOMsMatched, "on 200 MiB the replay serves what the recording failed")
+
+	cfg = config(100*mib, "pytorch")
+	cfg.Recorded = trace.RecordedSettings{Allocator: "pytorch", Options: map[string]string{"max_split_size_mb": "7"}}
+	_, err := Replay(context.Background(), &sliceSource{events: evs}, cfg)
+	assert.ErrorContains(t, err, "max_split_size_mb came from the trace header's allocator_settings")
 }

@@ -391,11 +391,33 @@ func pytorchResult(st pytorch.Stats) importResult {
 	res.notes = countNote(res.notes, int64(st.SizesUnknown),
 		"block of unknown size (freed during the recording; its requested size is used)",
 		"blocks of unknown size (freed during the recording; their requested sizes are used)")
+	res.notes = countNote(res.notes, st.OOMs, "allocation the program failed (out of memory)", "allocations the program failed (out of memory)")
+	if st.CapacityBytes > 0 {
+		res.notes = append(res.notes, "capacity "+report.Bytes(st.CapacityBytes)+" (held at the failure plus device_free)")
+	}
+	if st.Settings != nil {
+		res.notes = append(res.notes, "allocator settings "+settingsText(*st.Settings))
+	}
 	res.notes = countNote(res.notes, st.Dropped, "entry dropped", "entries dropped")
+	for _, u := range st.Unmodelled {
+		res.warnings = append(res.warnings, "recorded setting the pytorch model does not have: "+u)
+	}
 	for _, r := range st.DroppedReasons {
 		res.warnings = append(res.warnings, "dropped: "+r)
 	}
 	return res
+}
+
+// settingsText lists recorded settings that are options of their
+// allocator, as --set would take them.
+func settingsText(rs trace.RecordedSettings) string {
+	var kv []string
+	for _, k := range rs.Keys() {
+		if k != "PYTORCH_CUDA_ALLOC_CONF" {
+			kv = append(kv, k+"="+rs.Options[k])
+		}
+	}
+	return strings.Join(kv, " ")
 }
 
 // malloclabResult summarises a malloc-lab conversion.

@@ -3,6 +3,7 @@ package pytorch
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -260,4 +261,175 @@ func TestSlackInferredFromTheRecording(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, buf.String(), `{"op":"alloc","id":1,"size":2097153,"stream":0,"addr":1099511627776}`)
 	assert.Equal(t, 1, st.SizesUnknown)
+}
+
+// expandableDevice is what a real recording of a run with
+// expandable_segments:True (device 1 of a public three-GPU snapshot, see
+// docs/allocators.md) did to its device's segments, entry by entry: pages
+// mapped ("m") and unmapped ("u") at an address, and the allocation it
+// failed ("oom": the device's free bytes, then the request); and the
+// segments its final state lists. Nothing was held when it started: the 40
+// mappings come to 88,166,367,232 bytes, the 6 unmappings, each inside an
+// earlier mapping, to 3,963,617,280, and the final segments to the
+// difference.
+var expandableDevice = struct {
+	events [][3]any
+	final  []struct {
+		addr, size uint64
+		kind       string
+	}
+}{
+	events: [][3]any{
+		{"m", 0x3288000000, 146800640}, {"m", 0x48cc000000, 2097152}, {"m", 0x3290c00000, 20971520},
+		{"m", 0x3292000000, 20971520}, {"m", 0x3293400000, 20971520}, {"m", 0x3294800000, 20971520},
+		{"m", 0x3295c00000, 20971520}, {"m", 0x3297000000, 20971520}, {"m", 0x3298400000, 20971520},
+		{"m", 0x3299800000, 20971520}, {"m", 0x329ac00000, 20971520}, {"m", 0x329c000000, 20971520},
+		{"m", 0x329d400000, 20971520}, {"m", 0x329e800000, 20971520}, {"m", 0x329fc00000, 20971520},
+		{"m", 0x32a1000000, 5305794560}, {"m", 0x33dd400000, 1342177280}, {"m", 0x342d400000, 1321205760},
+		{"m", 0x347c000000, 5305794560}, {"m", 0x35b8400000, 5305794560}, {"m", 0x36f4800000, 5305794560},
+		{"m", 0x3830c00000, 545259520}, {"m", 0x3851400000, 671088640}, {"m", 0x3879400000, 125829120},
+		{"m", 0x3880c00000, 125829120}, {"m", 0x3888400000, 5305794560}, {"m", 0x39c4800000, 5326766080},
+		{"m", 0x3b02000000, 5305794560}, {"m", 0x3c3e400000, 1321205760}, {"m", 0x3c8d000000, 5305794560},
+		{"m", 0x3dc9400000, 5305794560}, {"m", 0x3f05800000, 671088640}, {"m", 0x3f2d800000, 5305794560},
+		{"m", 0x4069c00000, 5305794560}, {"m", 0x41a6000000, 5305794560}, {"m", 0x42e2400000, 1342177280},
+		{"m", 0x4332400000, 5305794560}, {"m", 0x446e800000, 5305794560}, {"m", 0x45aac00000, 671088640},
+		{"u", 0x3879400000, 104857600}, {"u", 0x3849c00000, 104857600}, {"u", 0x37da800000, 104857600},
+		{"u", 0x3ee6400000, 503316480}, {"u", 0x3793400000, 503316480}, {"u", 0x450c000000, 2642411520},
+		{"m", 0x45d2c00000, 5305794560}, {"oom", 95682560, 5308694528},
+	},
+	final: []struct {
+		addr, size uint64
+		kind       string
+	}{
+		{0x3288000000, 21663580160, "large"}, {0x37b1400000, 692060160, "large"},
+		{0x37e0c00000, 1761607680, "large"}, {0x3850000000, 692060160, "large"},
+		{0x387f800000, 27493662720, "large"}, {0x3f04400000, 25899827200, "large"},
+		{0x45a9800000, 5997854720, "large"}, {0x48cc000000, 2097152, "small"},
+	},
+}
+
+// The start state of expandable segments is worked out on address ranges:
+// a real recording that mapped and unmapped pages and held nothing at its
+// start opens with nothing held (matched as whole segments, its unmaps and
+// final segments made 11 phantom segments of 66 GB). Its settings, its
+// capacity (what it held when it failed, plus the device's free bytes) and
+// its failed allocation travel with it.
+func TestExpandableStartStateOnRanges(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"segments": [`)
+	var mapped, unmapped, finalBytes uint64
+	for _, e := range expandableDevice.events {
+		switch e[0] {
+		case "m":
+			mapped += uint64(e[2].(int))
+		case "u":
+			unmapped += uint64(e[2].(int))
+		}
+	}
+	assert.EqualValues(t, 88166367232, mapped)
+	assert.EqualValues(t, 3963617280, unmapped)
+	for i, s := range expandableDevice.final {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"device": 1, "address": %d, "total_size": %d, "stream": 0, "segment_type": %q, "is_expandable": true,
+			"blocks": [{"address": %d, "size": %d, "requested_size": 0, "state": "inactive"}]}`, s.addr, s.size, s.kind, s.addr, s.size)
+		finalBytes += s.size
+	}
+	b.WriteString(`], "device_traces": [[], [`)
+	for i, e := range expandableDevice.events {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		switch e[0] {
+		case "m":
+			fmt.Fprintf(&b, `{"action": "segment_map", "addr": %d, "size": %d, "stream": 0}`, e[1], e[2])
+		case "u":
+			fmt.Fprintf(&b, `{"action": "segment_unmap", "addr": %d, "size": %d, "stream": 0}`, e[1], e[2])
+		case "oom":
+			fmt.Fprintf(&b, `{"action": "oom", "device_free": %d, "size": %d, "stream": 0}`, e[1], e[2])
+		}
+	}
+	b.WriteString(`]], "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "max_split_size": -1,
+		"garbage_collection_threshold": 0.0, "expandable_segments": true,
+		"roundup_power2_divisions": {"1": 0, "2": 0}}}`)
+
+	var buf bytes.Buffer
+	st, err := Convert(context.Background(), strings.NewReader(b.String()), trace.NewWriter(&buf), Options{Device: 1})
+	require.NoError(t, err)
+	assert.True(t, st.ExpandableStart)
+	assert.Zero(t, st.StartSegments, "nothing was held when the recording started")
+	assert.Equal(t, mapped-unmapped, finalBytes)
+	assert.EqualValues(t, finalBytes+95682560, st.CapacityBytes)
+	assert.EqualValues(t, 1, st.OOMs)
+	assert.Empty(t, st.Unmodelled)
+	assert.Zero(t, st.Dropped)
+
+	r, err := trace.NewReader(bytes.NewReader(buf.Bytes()), "expandable")
+	require.NoError(t, err)
+	h := r.Header()
+	assert.EqualValues(t, 84298432512, h.CapacityBytes)
+	rs, ok, err := h.Settings()
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, "pytorch", rs.Allocator)
+	assert.Equal(t, map[string]string{"expandable_segments": "true", "max_split_size_mb": "unlimited",
+		"garbage_collection_threshold": "0", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, rs.Options)
+	sp, err := h.SpaceSettings()
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"placement": "paged"}, sp)
+
+	var reserves, releases int
+	var released uint64
+	var oom []trace.Event
+	for r.Next() {
+		ev := r.Event()
+		switch {
+		case ev.Op == trace.OpReserve:
+			reserves++
+		case ev.Op == trace.OpRelease:
+			releases++
+			released += ev.Size
+		case len(oom) > 0 || ev.Op == trace.OpMark && strings.HasPrefix(ev.Name, oomMark):
+			oom = append(oom, ev)
+		}
+	}
+	require.NoError(t, r.Err())
+	assert.Equal(t, 40, reserves, "every mapping, and nothing before them")
+	assert.Equal(t, 6, releases)
+	assert.EqualValues(t, 3963617280, released, "each release gives back the pages unmapped")
+	require.Len(t, oom, 3, "the mark, the failed request, its free")
+	assert.Equal(t, trace.OpAlloc, oom[1].Op)
+	assert.EqualValues(t, 5308694528, oom[1].Size)
+	assert.Zero(t, oom[1].Flags&trace.HasAddr, "PyTorch gave it no address")
+	assert.Equal(t, trace.OpFree, oom[2].Op)
+}
+
+// The start state on ranges, piece by piece: a range first touched by an
+// unmap was mapped at the start, one first touched by a map was not, and
+// one never touched is mapped if the final state has it.
+func TestStartStateRanges(t *testing.T) {
+	const mb = 1 << 20
+	st := newStartState()
+	st.event(100*mb, 140*mb, 0, false) // mapped during the recording
+	st.event(120*mb, 160*mb, 0, true)  // [140, 160) was mapped before
+	st.event(200*mb, 202*mb, 0, true)  // a small page, mapped before
+	st.event(300*mb, 320*mb, 7, true)
+	st.event(300*mb, 340*mb, 7, false) // remapped: still mapped at the start
+	held := st.finish([]mappedRange{
+		{lo: 100 * mb, hi: 110 * mb},              // touched: not held
+		{lo: 400 * mb, hi: 440 * mb},              // never touched: held
+		{lo: 440 * mb, hi: 442 * mb, small: true}, // another pool: kept apart
+		{lo: 320 * mb, hi: 360 * mb, stream: 7},   // partly touched
+	})
+	var got []mappedRange
+	held.each(func(r mappedRange) { got = append(got, r) })
+	assert.Equal(t, []mappedRange{
+		{lo: 140 * mb, hi: 160 * mb},
+		{lo: 200 * mb, hi: 202 * mb, small: true},
+		{lo: 300 * mb, hi: 320 * mb, stream: 7},
+		{lo: 340 * mb, hi: 360 * mb, stream: 7},
+		{lo: 400 * mb, hi: 440 * mb},
+		{lo: 440 * mb, hi: 442 * mb, small: true},
+	}, got)
 }
