@@ -260,6 +260,16 @@ var htmlMetrics = slices.Concat([]htmlMetric{
 			}
 			return fmt.Sprintf("%s / %s (%s)", Count(m.Matched), Count(m.Checked), Percent(frac)), "", frac, true
 		}},
+	{label: "Recorded out-of-memory failures reproduced", key: "recorded_oom_match", better: +1,
+		only: func(r *Result) bool { return r.RecordedOOMMatch != nil },
+		value: func(r *Result) (string, string, float64, bool) {
+			m := r.RecordedOOMMatch
+			if m == nil {
+				return "n/a", "", 0, false
+			}
+			frac := float64(m.Matched) / float64(m.Checked)
+			return fmt.Sprintf("%s / %s", Count(m.Matched), Count(m.Checked)), "", frac, true
+		}},
 },
 	latencyMetrics("alloc", func(r *Result) *Latency { return &r.LatencyNs.Alloc }),
 	latencyMetrics("free", func(r *Result) *Latency { return &r.LatencyNs.Free }),
@@ -353,7 +363,7 @@ func newHTMLTrace(i int, tr *Trace) *htmlTrace {
 		ID:   "trace-" + strconv.Itoa(i+1),
 		Name: tr.Name, Path: tr.Path, Summary: traceSummary(tr),
 		Span:  len(tr.Results) + 1,
-		Notes: oomNotes(tr),
+		Notes: append(recordingNotes(tr), oomNotes(tr)...),
 	}
 	bytesKV := func(k string, n uint64) htmlKV {
 		return htmlKV{Key: k, Value: Bytes(n), Title: Count(int64(n)) + " bytes", Num: true}

@@ -117,3 +117,31 @@ func TestMarkdownEscaping(t *testing.T) {
 	assert.Contains(t, md, "- ... and 24 more invalid events skipped\n")
 	assert.Contains(t, md, "25 invalid events skipped")
 }
+
+// A replay of a recording says which options it took from the recording and
+// how much of the recording it reproduced, in every rendering.
+func TestRecordingNotes(t *testing.T) {
+	run := TraceRun{Name: "rec", Path: "rec.jsonl", CapacityBytes: 1 << 30, Space: "virtual", Results: []sim.Result{{
+		Allocator: "pytorch", Options: map[string]any{"expandable_segments": true, "max_split_size_mb": "unlimited"},
+		OptionsFromRecording: []string{"expandable_segments", "max_split_size_mb"},
+		AddrChecked:          199, AddrMatched: 199, RecordedOOMs: 1, OOMsMatched: 1,
+		FailedAllocs: 1, FirstOOMEvent: 7, FirstOOMLine: 9, OKAllocs: 199,
+	}}}
+	rep := WithoutTimings(Build([]TraceRun{run}))
+	r := rep.Traces[0].Results[0]
+	assert.Equal(t, []string{"expandable_segments", "max_split_size_mb"}, r.OptionsFromRecording)
+	assert.Equal(t, &AddressMatch{Checked: 1, Matched: 1}, r.RecordedOOMMatch)
+
+	var table, md bytes.Buffer
+	require.NoError(t, WriteTable(&table, rep))
+	require.NoError(t, WriteMarkdown(&md, rep))
+	assert.Contains(t, table.String(), "  pytorch: as recorded, expandable_segments=true max_split_size_mb=unlimited (--set pytorch.KEY=VALUE for a what-if)\n")
+	assert.Contains(t, md.String(), "- pytorch: as recorded, expandable\\_segments=true max\\_split\\_size\\_mb=unlimited (--set pytorch.KEY=VALUE for a what-if)\n")
+	for _, out := range []string{table.String(), md.String()} {
+		assert.Contains(t, out, "pytorch: reproduced 199 of 199 recorded addresses and 1 of 1 recorded out-of-memory failures\n")
+	}
+	var js bytes.Buffer
+	require.NoError(t, WriteJSON(&js, rep))
+	assert.Contains(t, js.String(), `"options_from_recording": [`)
+	assert.Contains(t, js.String(), `"recorded_oom_match": {`)
+}

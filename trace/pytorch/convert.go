@@ -171,11 +171,9 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 	// reserved follows the bytes the recording reserves and releases, from
 	// an unknown start; at each oom it is kept with the free device memory.
 	var reserved, peakReserved int64
-	type oom struct {
-		reserved   int64
-		deviceFree uint64
-	}
-	var ooms []oom
+	// tightest is the least, over the oom entries, of what was reserved
+	// then (from the same unknown start) plus the free device memory.
+	tightest, ooms := int64(math.MaxInt64), 0
 	hasT := false
 	err = s.eachEntry(ctx, dev, func(i int64, e *entry) error {
 		switch e.action {
@@ -197,9 +195,9 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 		case actSegmentAlloc:
 			segsMade[e.addr] = e.size
 			segSpans = append(segSpans, span{e.addr, e.addr + e.size})
-			reserved += int64(e.size)
+			reserved += int64(min(e.size, maxCapacity))
 		case actSegmentFree:
-			reserved -= int64(e.size)
+			reserved -= int64(min(e.size, maxCapacity))
 			if _, ok := segsMade[e.addr]; ok {
 				delete(segsMade, e.addr)
 				break
@@ -215,12 +213,13 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 				segSpans = append(segSpans, span{e.addr, hi})
 			}
 			if e.action == actSegmentMap {
-				reserved += int64(e.size)
+				reserved += int64(min(e.size, maxCapacity))
 			} else {
-				reserved -= int64(e.size)
+				reserved -= int64(min(e.size, maxCapacity))
 			}
 		case actOOM:
-			ooms = append(ooms, oom{reserved, e.deviceFree})
+			ooms++
+			tightest = min(tightest, reserved+int64(min(e.deviceFree, math.MaxInt64/2)))
 		}
 		peakReserved = max(peakReserved, reserved)
 		// The header's time unit is known before the first event is
@@ -267,19 +266,19 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 	}
 	expStart = nil
 	slices.SortFunc(startSegs, func(a, b segment) int { return cmp.Compare(a.address, b.address) })
-	if len(ooms) > 0 {
+	if ooms > 0 {
 		// The capacity the program could have had: what it held at a
 		// failure plus what the device still had free, at the tightest
 		// failure, and never less than it held at its peak.
 		var start int64
 		for _, seg := range startSegs {
-			start += int64(seg.totalSize)
+			start += int64(min(seg.totalSize, math.MaxInt64/4))
 		}
-		c := uint64(math.MaxUint64)
-		for _, o := range ooms {
-			c = min(c, uint64(max(start+o.reserved, 0))+o.deviceFree)
+		if c := max(start+tightest, start+peakReserved, 0); c <= maxCapacity {
+			st.CapacityBytes = uint64(c)
+		} else {
+			st.drop("the capacity the oom entries give, %d bytes, is beyond any device", c)
 		}
-		st.CapacityBytes = max(c, uint64(max(start+peakReserved, 0)))
 	}
 	switch {
 	case s.settings != nil:
@@ -683,8 +682,13 @@ type cluster struct {
 
 type clusterList []cluster
 
-// maxTraceSize bounds sizes in a trace (trace format v1: below 2^63).
-const maxTraceSize = 1 << 63
+// maxTraceSize bounds sizes in a trace (trace format v1: below 2^63), and
+// maxCapacity a device's (bfcsim's simulated devices hold at most 2^62
+// bytes).
+const (
+	maxTraceSize = 1 << 63
+	maxCapacity  = 1 << 62
+)
 
 // replayBase is where the first cluster goes: the simulated device's base.
 const replayBase = 1 << 40
