@@ -372,9 +372,13 @@ type PyTorch struct {
 	segs       []ptSegment
 	freeSegs   []int32
 	segTree    *btree.BTreeG[ptSegKey]
-	ess        []ptES              // the expandable segments, never given back
-	esByKey    map[ptESKey][]int32 // indices into ess, by base address
-	esPages    map[uint64]uint64   // the expandable segments' reservations: start → bytes
+	ess        []ptES                  // the expandable segments, never given back
+	esByKey    map[ptESKey][]int32     // indices into ess, by base address
+	esPages    map[uint64]uint64       // the expandable segments' reservations: start → bytes
+	// esFree holds the expandable segments' free blocks by address, once a
+	// recorded reserve or release has asked for one by address (indexFree).
+	esFree    *btree.BTreeG[ptSegKey]
+	indexFree bool
 
 	totalAllocated uint64  // total_allocated_memory: bytes reserved
 	ds             ptStats // PyTorch's DeviceStats
@@ -383,6 +387,7 @@ type PyTorch struct {
 	startState      bool   // between the start-state marks
 	pendingRecorded int32  // a segment adopted since the last allocation, or -1
 	pendingAddr     uint64 // where the recorded reserve adopted then starts
+	pendingES       bool   // it mapped pages: the run is found by pendingAddr
 	scratch         []int32
 }
 
@@ -423,6 +428,7 @@ func NewPyTorch(sp Space, cfg PyTorchConfig) *PyTorch {
 		p.pools[i] = ptPool{tree: btree.NewWithFreeListG(16, ptLess, freeList), small: i == ptSmall}
 	}
 	p.segTree = btree.NewG(8, func(a, b ptSegKey) bool { return a.addr < b.addr })
+	p.esFree = btree.NewG(8, func(a, b ptSegKey) bool { return a.addr < b.addr })
 	return p
 }
 
@@ -544,14 +550,14 @@ func (p *PyTorch) getFreeBlock(pool *ptPool, size uint64, stream int64) (int32, 
 		}
 		if !found {
 			cur, found = k, true
-			return p.segs[p.blocks[k.h].seg].expandable
+			return p.inES(k.h)
 		}
 		// The growable tail of an expandable segment counts as large as it
 		// can grow: prefer any other block that fits (PyTorch's
 		// expandable_size walk).
 		if p.expandableSize(k.h) < p.expandableSize(cur.h) {
 			cur = k
-			return p.segs[p.blocks[k.h].seg].expandable
+			return p.inES(k.h)
 		}
 		return false
 	})
@@ -565,6 +571,9 @@ func (p *PyTorch) getFreeBlock(pool *ptPool, size uint64, stream int64) (int32, 
 		return noChunk, false // an oversize block only within the rounding limit
 	}
 	pool.tree.Delete(cur)
+	if p.indexFree && p.inES(cur.h) {
+		p.esFree.Delete(ptSegKey{addr: cur.addr})
+	}
 	return cur.h, true
 }
 
@@ -572,7 +581,7 @@ func (p *PyTorch) getFreeBlock(pool *ptPool, size uint64, stream int64) (int32, 
 func (p *PyTorch) shouldSplit(h int32, size uint64) bool {
 	b := &p.blocks[h]
 	remaining := b.size - size
-	if p.segs[b.seg].small || p.cfg.ExpandableSegments {
+	if p.smallBlock(h) || p.cfg.ExpandableSegments {
 		return remaining >= ptMinBlockSize
 	}
 	return size < p.maxSplit && remaining > ptSmallSize
@@ -582,6 +591,10 @@ func (p *PyTorch) shouldSplit(h int32, size uint64) bool {
 // before h in its segment, and returns it; h keeps the rest. Neither is put
 // in or taken out of a pool.
 func (p *PyTorch) cutFront(h int32, n uint64) int32 {
+	si := int32(-1)
+	if p.blocks[h].prev == noChunk {
+		si = p.segOf(h)
+	}
 	nh := p.newBlock() // may move p.blocks: take pointers after it
 	b, nb := &p.blocks[h], &p.blocks[nh]
 	nb.addr, nb.size, nb.stream, nb.seg = b.addr, n, b.stream, b.seg
@@ -589,7 +602,7 @@ func (p *PyTorch) cutFront(h int32, n uint64) int32 {
 	if b.prev != noChunk {
 		p.blocks[b.prev].next = nh
 	} else {
-		p.segs[b.seg].first = nh
+		p.segs[si].first = nh
 	}
 	b.prev = nh
 	b.addr += n
@@ -608,28 +621,28 @@ func (p *PyTorch) allocFoundBlock(h int32, size, requested uint64, split bool) B
 		h = nh
 	}
 	b := &p.blocks[h]
-	s := &p.segs[b.seg]
+	small := p.smallBlock(h)
 	b.allocated = true
 	b.requested = requested
 	b.gen++
-	p.ds.allocation.add(s.small, 1)
-	p.ds.allocatedBytes.add(s.small, int64(b.size))
-	p.ds.active.add(s.small, 1)
-	p.ds.activeBytes.add(s.small, int64(b.size))
-	p.ds.requestedBytes.add(s.small, int64(requested))
+	p.ds.allocation.add(small, 1)
+	p.ds.allocatedBytes.add(small, int64(b.size))
+	p.ds.active.add(small, 1)
+	p.ds.activeBytes.add(small, int64(b.size))
+	p.ds.requestedBytes.add(small, int64(requested))
 	if b.size >= p.maxSplit {
 		p.ds.oversizeAllocations.add(1)
 	}
 	p.allocated(b.size)
 	if p.pendingRecorded >= 0 {
-		if b.seg == p.pendingRecorded && !s.expandable {
-			if s.size == ptAllocationSize(ptRoundSize(requested, p.cfg.RoundupPower2Divisions)) {
+		if b.seg == p.pendingRecorded && !p.pendingES {
+			if p.segs[b.seg].size == ptAllocationSize(ptRoundSize(requested, p.cfg.RoundupPower2Divisions)) {
 				p.rec.sizeMatch++
 			} else {
 				p.rec.sizeMismatch++
 			}
 		}
-		p.pendingRecorded = -1
+		p.pendingRecorded, p.pendingES = -1, false
 	}
 	return Block{Addr: b.addr, Size: b.size, Handle: uint64(uint32(h)) | uint64(b.gen)<<32}
 }
@@ -638,12 +651,12 @@ func (p *PyTorch) allocFoundBlock(h int32, size, requested uint64, split bool) B
 // counts there: a free piece of a split, fixed segment.
 func (p *PyTorch) inactiveSplit(h int32, sign int64) {
 	b := &p.blocks[h]
-	s := &p.segs[b.seg]
-	if s.expandable || (b.prev == noChunk && b.next == noChunk) {
+	if p.inES(h) || (b.prev == noChunk && b.next == noChunk) {
 		return
 	}
-	p.ds.inactiveSplit.add(s.small, sign)
-	p.ds.inactiveSplitBytes.add(s.small, sign*int64(b.size))
+	small := p.segs[b.seg].small
+	p.ds.inactiveSplit.add(small, sign)
+	p.ds.inactiveSplitBytes.add(small, sign*int64(b.size))
 }
 
 // Free releases a block following free and free_block: merge with free
@@ -658,7 +671,7 @@ func (p *PyTorch) Free(blk Block) error {
 	if !b.allocated || b.addr != blk.Addr || b.gen != gen {
 		return fmt.Errorf("%w: pytorch has no block in use at %#x", ErrNotLive, blk.Addr)
 	}
-	small := p.segs[b.seg].small
+	small := p.smallBlock(h)
 	size, requested := b.size, b.requested
 	b.allocated = false
 	p.ds.allocation.add(small, -1)
@@ -686,22 +699,25 @@ func (p *PyTorch) tryMerge(dst, src int32) {
 	}
 	p.inactiveSplit(src, -1)
 	p.remove(src)
+	si := int32(-1)
+	if b := &p.blocks[src]; b.prev == noChunk || b.next == noChunk {
+		si = p.segOf(src) // src ends its segment: dst takes its place
+	}
 	d, s := &p.blocks[dst], &p.blocks[src]
-	seg := &p.segs[d.seg]
 	if d.prev == src {
 		d.addr = s.addr
 		d.prev = s.prev
 		if d.prev != noChunk {
 			p.blocks[d.prev].next = dst
 		} else {
-			seg.first = dst
+			p.segs[si].first = dst
 		}
 	} else {
 		d.next = s.next
 		if d.next != noChunk {
 			p.blocks[d.next].prev = dst
 		} else {
-			seg.last = dst
+			p.segs[si].last = dst
 		}
 	}
 	d.size += s.size
@@ -709,7 +725,35 @@ func (p *PyTorch) tryMerge(dst, src int32) {
 }
 
 func (p *PyTorch) poolOf(h int32) *ptPool {
-	return &p.pools[ptPoolIndex(p.segs[p.blocks[h].seg].small)]
+	return &p.pools[ptPoolIndex(p.smallBlock(h))]
+}
+
+// A block's seg is its segment's index or, in an expandable segment,
+// esSeg of the expandable segment's index: runs of mapped pages split and
+// join as pages are unmapped and mapped, and a block finds its run by its
+// address (segOf), so that neither has to visit the blocks of a run.
+func esSeg(ei int32) int32 { return -2 - ei }
+
+// inES reports whether block h is in an expandable segment.
+func (p *PyTorch) inES(h int32) bool { return p.blocks[h].seg <= -2 }
+
+// esOf returns the expandable segment of block h, which is in one.
+func (p *PyTorch) esOf(h int32) int32 { return -2 - p.blocks[h].seg }
+
+// segOf returns block h's segment: for an expandable segment, its run.
+func (p *PyTorch) segOf(h int32) int32 {
+	if b := &p.blocks[h]; b.seg >= 0 {
+		return b.seg
+	}
+	return p.segAt(p.blocks[h].addr)
+}
+
+// smallBlock reports whether block h is the small pool's.
+func (p *PyTorch) smallBlock(h int32) bool {
+	if b := &p.blocks[h]; b.seg >= 0 {
+		return p.segs[b.seg].small
+	}
+	return p.ess[p.esOf(h)].key.small
 }
 
 // insert puts free block h into its pool (insert_into_blocks).
@@ -718,12 +762,18 @@ func (p *PyTorch) insert(h int32) {
 	pool := p.poolOf(h)
 	b.gcBase = pool.getFreeBlockCalls
 	pool.tree.ReplaceOrInsert(ptKey{stream: b.stream, size: b.size, addr: b.addr, h: h})
+	if p.indexFree && b.seg <= -2 {
+		p.esFree.ReplaceOrInsert(ptSegKey{addr: b.addr, idx: h})
+	}
 }
 
 func (p *PyTorch) remove(h int32) {
 	b := &p.blocks[h]
 	if _, ok := p.poolOf(h).tree.Delete(ptKey{stream: b.stream, size: b.size, addr: b.addr}); !ok {
 		panic(fmt.Sprintf("pytorch: free block %d at %#x is missing from its pool", h, b.addr))
+	}
+	if p.indexFree && b.seg <= -2 {
+		p.esFree.Delete(ptSegKey{addr: b.addr})
 	}
 }
 
@@ -753,6 +803,9 @@ func (p *PyTorch) newSegment(addr, size uint64, stream int64, small bool, es int
 	h := p.newBlock()
 	b := &p.blocks[h]
 	b.addr, b.size, b.stream, b.seg = addr, size, stream, si
+	if es >= 0 {
+		b.seg = esSeg(es)
+	}
 	p.segs[si].first, p.segs[si].last = h, h
 	if es < 0 {
 		p.ds.segment.add(small, 1)
@@ -791,7 +844,7 @@ func (p *PyTorch) reserved(small bool, n uint64) {
 // run of an expandable segment, joined another run).
 func (p *PyTorch) deleteSegment(si int32) {
 	p.segTree.Delete(ptSegKey{addr: p.segs[si].addr})
-	if p.pendingRecorded == si {
+	if p.pendingRecorded == si && !p.pendingES {
 		p.pendingRecorded = -1
 	}
 	p.segs[si] = ptSegment{first: noChunk, last: noChunk}
@@ -824,7 +877,7 @@ func (p *PyTorch) releaseSegment(si int32) {
 // whole reports whether block h spans a fixed segment alone.
 func (p *PyTorch) whole(h int32) bool {
 	b := &p.blocks[h]
-	return b.prev == noChunk && b.next == noChunk && !p.segs[b.seg].expandable
+	return b.prev == noChunk && b.next == noChunk && b.seg >= 0
 }
 
 // allocBlock is alloc_block: a new segment for a request of rounded bytes,
@@ -929,7 +982,7 @@ func (p *PyTorch) releaseAvailableCachedBlocks(pool *ptPool, size uint64, stream
 		first, found = k, true
 		return false
 	})
-	if found && first.stream == stream && !p.segs[p.blocks[first.h].seg].expandable {
+	if found && first.stream == stream && !p.inES(first.h) {
 		if !p.whole(first.h) {
 			return false // only a start state can cut an oversize block
 		}

@@ -1,6 +1,9 @@
 package allocators
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // BenchmarkPyTorchAllocFree replays bundled traces straight against a fresh
 // pytorch allocator on an 80 GiB virtual device, with no engine and no
@@ -34,5 +37,50 @@ func BenchmarkPyTorchAllocFree(b *testing.B) {
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(pairs), "ns/pair")
 			})
 		}
+	}
+}
+
+// BenchmarkPyTorchUnmapRemap unmaps and maps again one page in the middle
+// of an expandable segment's run that holds many allocated blocks, as a
+// recording's segment_unmap and segment_map (or a crafted trace) can, over
+// and over. The run splits and joins each time; the cost per pair must not
+// grow with the blocks in the run (a block finds its run by address, so
+// splitting and joining do not visit the blocks).
+func BenchmarkPyTorchUnmapRemap(b *testing.B) {
+	const mib = 1 << 20
+	for _, blocks := range []int{1000, 20000} {
+		b.Run(fmt.Sprintf("blocks=%d", blocks), func(b *testing.B) {
+			cfg := DefaultPyTorchConfig()
+			cfg.ExpandableSegments = true
+			sp := NewVirtualSpace(64<<30, CostModel{}, Paged)
+			p := NewPyTorch(sp, cfg)
+			const block = 1536 << 10
+			run := ptRoundUp(uint64(blocks)*block, ptLargeBuffer)
+			p.RecordedReserve(VirtualBase, run, 0)
+			live := make([]Block, blocks)
+			for i := range live {
+				blk, err := p.Allocate(block, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				live[i] = blk
+			}
+			// Free 40 blocks in the middle: 60 MiB, which holds whole pages.
+			mid := blocks / 2
+			for i := mid; i < mid+40; i++ {
+				if err := p.Free(live[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			page := VirtualBase + ptRoundUp(live[mid].Addr-VirtualBase, ptLargeBuffer)
+			b.ReportAllocs()
+			for b.Loop() {
+				p.RecordedRelease(page, 20*mib)
+				p.RecordedReserve(page, 20*mib, 0)
+			}
+			if p.rec.refused > 0 || p.rec.releasesIgnored > 0 {
+				b.Fatalf("%d reserves refused, %d releases ignored", p.rec.refused, p.rec.releasesIgnored)
+			}
+		})
 	}
 }

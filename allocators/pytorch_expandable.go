@@ -30,6 +30,13 @@ package allocators
 // by unmapped addresses as large as both (get_free_block's expandable_size),
 // so that the block that can grow is chosen last.
 //
+// Cost: runs split and join without visiting their blocks (a block of an
+// expandable segment names the segment, and finds its run by address in
+// the segment tree), and the free blocks get an index by address the first
+// time a recorded reserve or release needs one, so that a trace that
+// unmaps and maps pages in a run of many blocks over and over costs
+// O(log n) per event (BenchmarkPyTorchUnmapRemap).
+//
 // With segments=recorded, the trace's reserve and release events are the
 // program's segment_map and segment_unmap: a reserve maps those pages (in
 // the expandable segment of the pool and stream whose range holds them, or
@@ -128,12 +135,37 @@ func (p *PyTorch) pageDown(ei int32, addr uint64) uint64 {
 // follow it, their size: get_free_block's expandable_size.
 func (p *PyTorch) expandableSize(h int32) uint64 {
 	b := &p.blocks[h]
-	s := &p.segs[b.seg]
-	if !s.expandable || s.last != h {
+	if !p.inES(h) || b.next != noChunk {
 		return b.size
 	}
-	end := s.addr + s.size
-	return b.size + p.unmappedEnd(s.es, end) - end
+	end := b.addr + b.size // the last block ends its run
+	return b.size + p.unmappedEnd(p.esOf(h), end) - end
+}
+
+// freeBlockAt returns the free block of an expandable segment that holds
+// addr, or noChunk.
+func (p *PyTorch) freeBlockAt(addr uint64) int32 {
+	if !p.indexFree {
+		// Built on first use: replays without recorded segments never
+		// pay for it.
+		p.indexFree = true
+		for i := range p.pools {
+			p.pools[i].tree.Ascend(func(k ptKey) bool {
+				if p.inES(k.h) {
+					p.esFree.ReplaceOrInsert(ptSegKey{addr: k.addr, idx: k.h})
+				}
+				return true
+			})
+		}
+	}
+	h := int32(noChunk)
+	p.esFree.DescendLessOrEqual(ptSegKey{addr: addr}, func(k ptSegKey) bool {
+		if b := &p.blocks[k.idx]; addr < b.addr+b.size {
+			h = k.idx
+		}
+		return false
+	})
+	return h
 }
 
 // esFor returns the expandable segment of key whose range holds addr, or
@@ -237,7 +269,7 @@ func (p *PyTorch) mapRange(ei int32, lo, n uint64) int32 {
 		} else {
 			h = p.newBlock()
 			b := &p.blocks[h]
-			b.addr, b.size, b.stream, b.seg, b.prev = lo, n, key.stream, si, t
+			b.addr, b.size, b.stream, b.seg, b.prev = lo, n, key.stream, esSeg(ei), t
 			p.blocks[t].next = h
 			p.segs[si].last = h
 		}
@@ -252,12 +284,10 @@ func (p *PyTorch) mapRange(ei int32, lo, n uint64) int32 {
 }
 
 // join appends run ti to run si, whose last block h, free and outside its
-// pool, absorbs ti's first block if that is free.
+// pool, absorbs ti's first block if that is free. The blocks of ti are not
+// visited: they find their run by address.
 func (p *PyTorch) join(si, ti int32, h int32) {
 	t := p.segs[ti]
-	for b := t.first; b != noChunk; b = p.blocks[b].next {
-		p.blocks[b].seg = si
-	}
 	s := &p.segs[si]
 	s.size += t.size
 	s.last = t.last
@@ -283,7 +313,7 @@ func (p *PyTorch) join(si, ti int32, h int32) {
 // will not release the range.
 func (p *PyTorch) unmapRange(h int32, lo, hi uint64) bool {
 	b := p.blocks[h]
-	si := b.seg
+	si := p.segOf(h)
 	seg := p.segs[si]
 	// Only whole reservations go back: pages, or a range reserved at once.
 	for a := lo; a < hi; {
@@ -310,7 +340,7 @@ func (p *PyTorch) unmapRange(h int32, lo, hi uint64) bool {
 	if end := b.addr + b.size; hi < end {
 		a := p.newBlock()
 		ab := &p.blocks[a]
-		ab.addr, ab.size, ab.stream, ab.seg, ab.next = hi, end-hi, b.stream, si, b.next
+		ab.addr, ab.size, ab.stream, ab.seg, ab.next = hi, end-hi, b.stream, b.seg, b.next
 		if b.next != noChunk {
 			p.blocks[b.next].prev = a
 		}
@@ -332,11 +362,8 @@ func (p *PyTorch) unmapRange(h int32, lo, hi uint64) bool {
 	switch {
 	case left != noChunk && right != noChunk:
 		p.segs[si].size, p.segs[si].last = lo-seg.addr, left
-		ni := p.addSegment(ptSegment{addr: hi, size: end - hi, first: right, last: seg.last,
+		p.addSegment(ptSegment{addr: hi, size: end - hi, first: right, last: seg.last,
 			stream: seg.stream, small: seg.small, expandable: true, es: seg.es})
-		for x := right; x != noChunk; x = p.blocks[x].next {
-			p.blocks[x].seg = ni
-		}
 	case left != noChunk:
 		p.segs[si].size, p.segs[si].last = lo-seg.addr, left
 	case right != noChunk:
@@ -397,7 +424,7 @@ func (p *PyTorch) liveES() int {
 // reports whether there were any.
 func (p *PyTorch) unmapFreePages(h int32) bool {
 	b := &p.blocks[h]
-	ei := p.segs[b.seg].es
+	ei := p.esOf(h)
 	lo, hi := p.pageUp(ei, b.addr), p.pageDown(ei, b.addr+b.size)
 	return hi > lo && p.unmapRange(h, lo, hi)
 }
@@ -483,7 +510,7 @@ func (p *PyTorch) mapFor(ei int32, lo, size uint64) (int32, bool) {
 	}
 	for have < size {
 		if h != noChunk {
-			s := &p.segs[p.blocks[h].seg]
+			s := &p.segs[p.segOf(h)]
 			if s.last != h {
 				return noChunk, false // an allocated block ends the run: room said otherwise
 			}
@@ -533,7 +560,7 @@ func (p *PyTorch) releaseCachedBlocks() {
 	for _, pi := range [2]int{ptLarge, ptSmall} {
 		var whole, unmap []int32
 		p.pools[pi].tree.Ascend(func(k ptKey) bool {
-			if p.segs[p.blocks[k.h].seg].expandable {
+			if p.inES(k.h) {
 				unmap = append(unmap, k.h)
 			} else if p.whole(k.h) {
 				whole = append(whole, k.h)
@@ -558,14 +585,18 @@ func (p *PyTorch) takeRecorded(small bool, size uint64, stream int64) (int32, bo
 	if p.pendingRecorded < 0 {
 		return noChunk, false
 	}
-	s := &p.segs[p.pendingRecorded]
-	h := s.last // a fixed segment's only block
-	if s.expandable {
-		for h = s.first; h != noChunk && p.blocks[h].addr+p.blocks[h].size <= p.pendingAddr; h = p.blocks[h].next {
+	si := p.pendingRecorded
+	if p.pendingES {
+		if si = p.segAt(p.pendingAddr); si < 0 {
+			return noChunk, false
 		}
 	}
-	if h == noChunk {
-		return noChunk, false
+	s := &p.segs[si]
+	h := s.last // a fixed segment's only block
+	if s.expandable {
+		if h = p.freeBlockAt(p.pendingAddr); h == noChunk {
+			return noChunk, false
+		}
 	}
 	b := &p.blocks[h]
 	if s.small != small || s.stream != stream || b.allocated || b.size < size ||
@@ -600,7 +631,7 @@ func (p *PyTorch) RecordedReserve(addr, size uint64, stream int64) {
 		p.rec.adopted++
 		si := p.newSegment(addr, size, stream, small, -1)
 		p.insert(p.segs[si].first)
-		p.adopted(si, addr)
+		p.adopted(si, addr, false)
 		return
 	}
 	key := ptESKey{small: small, stream: stream}
@@ -614,14 +645,14 @@ func (p *PyTorch) RecordedReserve(addr, size uint64, stream int64) {
 		ei = p.newES(key, addr)
 	}
 	h := p.mapRange(ei, addr, size)
-	p.adopted(p.blocks[h].seg, addr)
+	p.adopted(p.segOf(h), addr, true)
 }
 
 // adopted notes that the allocation that made the program reserve segment
 // si (at addr) comes next, unless this is the start state.
-func (p *PyTorch) adopted(si int32, addr uint64) {
+func (p *PyTorch) adopted(si int32, addr uint64, es bool) {
 	if !p.startState {
-		p.pendingRecorded, p.pendingAddr = si, addr
+		p.pendingRecorded, p.pendingAddr, p.pendingES = si, addr, es
 	}
 }
 
@@ -641,12 +672,10 @@ func (p *PyTorch) RecordedRelease(addr, size uint64) {
 			if size == 0 {
 				size = s.addr + s.size - addr
 			}
-			h := s.first
-			for h != noChunk && p.blocks[h].addr+p.blocks[h].size <= addr {
-				h = p.blocks[h].next
-			}
-			if b := &p.blocks[h]; !b.allocated && size <= b.addr+b.size-addr && p.unmapRange(h, addr, addr+size) {
-				return
+			if h := p.freeBlockAt(addr); h != noChunk {
+				if b := &p.blocks[h]; size <= b.addr+b.size-addr && p.unmapRange(h, addr, addr+size) {
+					return
+				}
 			}
 		case s.addr == addr && p.whole(s.first) && !p.blocks[s.first].allocated:
 			p.releaseSegment(si)

@@ -139,8 +139,25 @@ func fuzzEvents(data []byte) []trace.Event {
 			evs = append(evs, free(live[i]))
 			live[i] = live[len(live)-1]
 			live = live[:len(live)-1]
-		case op%4 == 2:
+		case op%4 == 2 && salt%3 == 0:
 			evs = append(evs, trace.Event{Op: trace.OpStep})
+		case op%4 == 2:
+			// A recorded program's segment call, somewhere in the first
+			// 128 MiB of the device: 2 MiB or whole 20 MiB pages, or (for a
+			// release) a size of 0, the whole reservation.
+			addr := allocators.VirtualBase + uint64(arg%64)<<21
+			size := uint64(2 << 20)
+			if salt&4 != 0 {
+				size = uint64(salt>>3%4+1) * 20 << 20
+			}
+			ev := trace.Event{Op: trace.OpReserve, Addr: addr, Size: size}
+			if salt%3 == 2 {
+				ev.Op = trace.OpRelease
+				if salt&8 != 0 {
+					ev.Size = 0
+				}
+			}
+			evs = append(evs, ev)
 		default:
 			size := uint64(arg) << (salt % 7)
 			ev := alloc(next, size)
