@@ -372,9 +372,9 @@ type PyTorch struct {
 	segs       []ptSegment
 	freeSegs   []int32
 	segTree    *btree.BTreeG[ptSegKey]
-	ess        []ptES                  // the expandable segments, never given back
-	esByKey    map[ptESKey][]int32     // indices into ess, by base address
-	esPages    map[uint64]uint64       // the expandable segments' reservations: start → bytes
+	ess        []ptES              // the expandable segments, never given back
+	esByKey    map[ptESKey][]int32 // indices into ess, by base address
+	esPages    map[uint64]uint64   // the expandable segments' reservations: start → bytes
 	// esFree holds the expandable segments' free blocks by address, once a
 	// recorded reserve or release has asked for one by address (indexFree).
 	esFree    *btree.BTreeG[ptSegKey]
