@@ -372,7 +372,8 @@ type PyTorch struct {
 	segs       []ptSegment
 	freeSegs   []int32
 	segTree    *btree.BTreeG[ptSegKey]
-	ess        []ptES              // the expandable segments, never given back
+	ess        []ptES              // the expandable segments; a slot given back is reused
+	freeES     []int32             // slots of ess given back
 	esByKey    map[ptESKey][]int32 // indices into ess, by base address
 	esPages    map[uint64]uint64   // the expandable segments' reservations: start → bytes
 	// esFree holds the expandable segments' free blocks by address, once a

@@ -199,8 +199,15 @@ func (p *PyTorch) newES(key ptESKey, base uint64) int32 {
 			e.end = base
 		}
 	}
-	p.ess = append(p.ess, ptES{key: key, base: base, end: end})
-	ei := int32(len(p.ess) - 1)
+	var ei int32
+	if k := len(p.freeES); k > 0 {
+		ei = p.freeES[k-1]
+		p.freeES = p.freeES[:k-1]
+		p.ess[ei] = ptES{key: key, base: base, end: end}
+	} else {
+		p.ess = append(p.ess, ptES{key: key, base: base, end: end})
+		ei = int32(len(p.ess) - 1)
+	}
 	l := p.esByKey[key]
 	i := len(l)
 	for i > 0 && p.ess[l[i-1]].base > base {
@@ -397,6 +404,7 @@ func (p *PyTorch) dropIfUnmapped(ei int32) {
 		}
 	}
 	e.gone = true
+	p.freeES = append(p.freeES, ei)
 	l := p.esByKey[e.key]
 	for i, x := range l {
 		if x == ei {
