@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/bfcsim/bfcsim/allocators/bfcdump"
+	"github.com/bfcsim/bfcsim/trace"
 )
 
 // Errors callers branch on.
@@ -150,7 +151,7 @@ const (
 // failed the allocation that follows it (PyTorch's oom trace entry): the
 // replay counts, in its recorded_oom_match, whether the allocator fails it
 // too.
-const RecordedOOMMark = "oom:"
+const RecordedOOMMark = trace.RecordedOOMMark
 
 // Extenter is an allocator whose blocks do not begin at the bytes set aside
 // for them: padding or a header comes before Block.Addr.

@@ -108,7 +108,9 @@ func oomNotes(tr *Trace) []string {
 
 // recordingNotes say, for a trace recorded from a real program, which
 // options each allocator took from the recording and how much of the
-// recording it reproduced: addresses, and allocations the program failed.
+// recording the allocator that models the recorded one reproduced:
+// addresses, and allocations the program failed. (report.json has both
+// counts for every allocator.)
 func recordingNotes(tr *Trace) []string {
 	var notes []string
 	for i := range tr.Results {
@@ -120,6 +122,9 @@ func recordingNotes(tr *Trace) []string {
 			}
 			notes = append(notes, fmt.Sprintf("%s: as recorded, %s (--set %s.KEY=VALUE for a what-if)",
 				r.Allocator, strings.Join(kv, " "), r.Allocator))
+		}
+		if len(r.OptionsFromRecording) == 0 && r.Allocator != "pytorch" {
+			continue // not the recorded allocator: its addresses are its own
 		}
 		var parts []string
 		if m := r.RecordedAddressMatch; m != nil {

@@ -83,6 +83,12 @@ type Event struct {
 	Flags uint8
 }
 
+// RecordedOOMMark begins the name of a mark that says the recorded program
+// failed the allocation that follows it (PyTorch's oom entry). The program
+// never held that allocation, so it does not count as live in the trace's
+// summary; a replay tries it, and counts whether it fails too.
+const RecordedOOMMark = "oom:"
+
 // Header is the optional first line of a trace.
 type Header struct {
 	// Version is the format version, 1. A zero Header (Version 0) means the

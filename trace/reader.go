@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
+	"strings"
 )
 
 // MaxLineBytes bounds one line of a trace. Event lines are a few dozen bytes;
@@ -70,6 +71,8 @@ type liveAlloc struct {
 	size uint64
 	line int64
 	slot uint32
+	// refused: the recording failed it (RecordedOOMMark); not live.
+	refused bool
 }
 
 // Reader reads a v1 trace as a stream of Events. It is shaped like
@@ -95,6 +98,8 @@ type Reader struct {
 	sum      Summary
 	live     liveSet
 	freeSlot []uint32
+	// oomNext: a RecordedOOMMark mark came last, before any alloc.
+	oomNext bool
 	nextSlot uint32
 	tags     map[string]string
 }
@@ -293,7 +298,9 @@ func (r *Reader) apply(ev *Event) string {
 			return fmt.Sprintf("alloc of %d bytes would make more than 2^64 bytes live", ev.Size)
 		}
 		ev.Slot = r.takeSlot()
-		r.live.put(at, ev.ID, liveAlloc{size: ev.Size, line: ev.Line, slot: ev.Slot})
+		refused := r.oomNext
+		r.oomNext = false
+		r.live.put(at, ev.ID, liveAlloc{size: ev.Size, line: ev.Line, slot: ev.Slot, refused: refused})
 		s := &r.sum
 		s.Allocs++
 		if ev.Size == 0 {
@@ -301,8 +308,10 @@ func (r *Reader) apply(ev *Event) string {
 		}
 		s.LiveAllocs++
 		s.PeakLiveAllocs = max(s.PeakLiveAllocs, s.LiveAllocs)
-		s.LiveBytes += ev.Size
-		s.PeakLiveBytes = max(s.PeakLiveBytes, s.LiveBytes)
+		if !refused {
+			s.LiveBytes += ev.Size
+			s.PeakLiveBytes = max(s.PeakLiveBytes, s.LiveBytes)
+		}
 		s.TotalAllocBytes = satAdd(s.TotalAllocBytes, ev.Size)
 		s.MaxAllocBytes = max(s.MaxAllocBytes, ev.Size)
 	case OpFree:
@@ -317,11 +326,14 @@ func (r *Reader) apply(ev *Event) string {
 		ev.Slot = a.slot
 		r.sum.Frees++
 		r.sum.LiveAllocs--
-		r.sum.LiveBytes -= a.size
+		if !a.refused {
+			r.sum.LiveBytes -= a.size
+		}
 	case OpStep:
 		r.sum.Steps++
 	case OpMark:
 		r.sum.Marks++
+		r.oomNext = strings.HasPrefix(ev.Name, RecordedOOMMark)
 	case OpReserve:
 		r.sum.Reserves++
 	case OpRelease:

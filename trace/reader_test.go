@@ -321,3 +321,27 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// An allocation the recording failed (after an "oom:" mark) was never held
+// by the program: it is an alloc of the trace, but not live.
+func TestRecordedFailureIsNotLive(t *testing.T) {
+	const in = `{"op":"alloc","id":1,"size":100}
+{"op":"mark","name":"oom: the recording failed this 500-byte allocation"}
+{"op":"alloc","id":2,"size":500}
+{"op":"free","id":2}
+{"op":"mark","name":"oom (not a recorded failure)"}
+{"op":"alloc","id":3,"size":40}
+{"op":"free","id":1}
+{"op":"free","id":3}
+`
+	r, err := NewReader(strings.NewReader(in), "t.jsonl")
+	require.NoError(t, err)
+	for r.Next() {
+	}
+	require.NoError(t, r.Err())
+	s := r.Summary()
+	assert.EqualValues(t, 3, s.Allocs)
+	assert.EqualValues(t, 140, s.PeakLiveBytes, "the refused 500 bytes never count")
+	assert.Zero(t, s.LiveBytes)
+	assert.Zero(t, s.LiveAllocs)
+}

@@ -108,7 +108,7 @@ type op struct {
 	hasT   bool
 	tag    string
 	name   string
-	noAddr bool // an alloc the recording has no address for
+	noAddr bool // an alloc the recording failed: it has no address, and is never live
 }
 
 func (s *snapshot) pickDevice(want int) (int, error) {
@@ -429,7 +429,7 @@ type startBlock struct {
 const (
 	startStateMark      = "start state"
 	recordingStartsMark = "recording starts"
-	oomMark             = "oom:"
+	oomMark             = trace.RecordedOOMMark
 )
 
 // emitter writes the header and then the events, with addresses moved,
@@ -531,9 +531,11 @@ func (em *emitter) op(o op) {
 	switch o.kind {
 	case trace.OpAlloc:
 		st.Allocs++
-		em.sizes[o.id] = o.size
-		em.live += o.size
-		st.PeakLiveBytes = max(st.PeakLiveBytes, em.live)
+		if !o.noAddr {
+			em.sizes[o.id] = o.size
+			em.live += o.size
+			st.PeakLiveBytes = max(st.PeakLiveBytes, em.live)
+		}
 	case trace.OpFree:
 		st.Frees++
 		em.live -= em.sizes[o.id]
