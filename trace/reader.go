@@ -99,7 +99,7 @@ type Reader struct {
 	live     liveSet
 	freeSlot []uint32
 	// oomNext: a RecordedOOMMark mark came last, before any alloc.
-	oomNext bool
+	oomNext  bool
 	nextSlot uint32
 	tags     map[string]string
 }
