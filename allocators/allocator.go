@@ -114,7 +114,7 @@ type StreamAllocator interface {
 
 // SegmentObserver is an allocator that can take over the device segments a
 // recorded program held: the engine shows it every reserve and release
-// event of the trace (SPEC §2), in order, before the events after them.
+// event of the trace (docs/trace-format.md), in order, before the events after them.
 // What it does with them is its own (PyTorch's caching allocator adopts
 // them as its segments); the events change nothing for other allocators.
 type SegmentObserver interface {

@@ -10,7 +10,7 @@ package allocators
 //
 // Two placements (--set space.placement=...):
 //
-//   - first-fit (the default, SPEC §4): the device is one contiguous range
+//   - first-fit (the default): the device is one contiguous range
 //     [1<<40, 1<<40+capacity). A reservation fails when no single hole is
 //     large enough, even if enough bytes are free in total: the device's own
 //     address space fragments.

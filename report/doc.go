@@ -1,6 +1,6 @@
 // Package report owns bfcsim's report: one plain data model, built once from
 // the replay results, and renderers that write it as an aligned terminal
-// table, JSON (report.json, SPEC §7), Markdown, CSV, timeline.csv, plots
+// table, JSON (report.json, docs/metrics.md), Markdown, CSV, timeline.csv, plots
 // (PNG and SVG, with gonum/plot) and one self-contained HTML page; Compare,
 // which holds a report against a baseline for CI; and sweeps (sweep*.go): a
 // grid of options × traces as one report, its shards and their merge.

@@ -21,7 +21,7 @@ package report
 //
 // The page, per trace: a heading and the trace's one-line summary, a table of
 // facts, the trace-wide figures (timeline, fragmentation, latency), a
-// comparison table with every SPEC §7 metric (rows) for every allocator
+// comparison table with every report.json metric (docs/metrics.md) (rows) for every allocator
 // (columns), and a section per allocator with its options, its own counters,
 // its OOM diagnostics and its own figures (memmap, occupancy). Wall-clock
 // timings are shaded and tagged: they are the only numbers that vary from run
@@ -136,7 +136,7 @@ type htmlFig struct {
 	SVGFile, PNGFile   string
 }
 
-// htmlMetric is one row of the comparison table: a SPEC §7 metric.
+// htmlMetric is one row of the comparison table: a report.json metric.
 type htmlMetric struct {
 	group  string // starts a group of rows when set
 	label  string
@@ -182,7 +182,7 @@ func latencyMetrics(call string, l func(*Result) *Latency) []htmlMetric {
 	}
 }
 
-// htmlMetrics are the comparison table's rows, in order: every SPEC §7 metric.
+// htmlMetrics are the comparison table's rows, in order: every report.json metric (docs/metrics.md).
 var htmlMetrics = slices.Concat([]htmlMetric{
 	{group: "Allocations", label: "OK allocations", key: "ok_allocs", better: +1,
 		value: func(r *Result) (string, string, float64, bool) { return countCell(r.OKAllocs) }},

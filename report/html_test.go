@@ -108,7 +108,7 @@ func renderHTML(t *testing.T, rep Report, figs []HTMLFigure) string {
 	return buf.String()
 }
 
-// specKeys are SPEC §7's metrics: the comparison table has a row for each.
+// specKeys are the metrics of report.json (docs/metrics.md): the comparison table has a row for each.
 var specKeys = []string{
 	"ok_allocs", "failed_allocs", "first_oom_event",
 	"peak_reserved_bytes", "peak_in_use_bytes", "peak_live_bytes", "final_reserved_bytes",

@@ -23,7 +23,7 @@ import (
 // (sim.RecordConfig): each kind has a function that turns the series into
 // plain data, tested exactly, and a drawing around it.
 
-// PlotKinds are the kinds of plot WritePlot draws, SPEC §6.
+// PlotKinds are the kinds of plot WritePlot draws (docs/plots.md).
 var PlotKinds = []string{"timeline", "memmap", "occupancy", "fragmentation", "latency"}
 
 // PlotFormats are the image formats WritePlot writes.

@@ -30,7 +30,7 @@ func Render(w io.Writer, rep Report, format string) error {
 	return fmt.Errorf("unknown format %q (want one of %s)", format, strings.Join(Formats, ", "))
 }
 
-// WriteJSON writes report.json: the SPEC §7 keys, indented.
+// WriteJSON writes report.json: the keys docs/metrics.md lists, indented.
 func WriteJSON(w io.Writer, rep Report) error { return writeIndentedJSON(w, rep) }
 
 // writeIndentedJSON writes v as the reports' JSON is written: indented by

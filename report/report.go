@@ -50,7 +50,7 @@ type Header struct {
 	Meta          map[string]json.RawMessage `json:"meta,omitempty"`
 }
 
-// Result is one allocator's metrics on one trace; SPEC §5 defines them.
+// Result is one allocator's metrics on one trace; docs/metrics.md defines them.
 type Result struct {
 	Allocator string         `json:"allocator"`
 	Options   map[string]any `json:"options"`

@@ -15,7 +15,7 @@ package report
 //     len(paths)·P − 1, so every machine numbers them alike.
 //  3. Shard i of n (1 ≤ i ≤ n) runs the jobs k with k mod n = i − 1: a
 //     round robin, so that each shard gets a share of every trace.
-//  4. A sweep report is a report.json (SPEC §7) with a "sweep" key that
+//  4. A sweep report is a report.json (docs/metrics.md) with a "sweep" key that
 //     describes the sweep (its traces, allocators, axes, other options, the
 //     number of jobs and, for a shard, which jobs it ran), and one "traces"
 //     entry per job, in job order, each with the usual keys plus "job" and

@@ -166,7 +166,7 @@ func TestSweepJSONShape(t *testing.T) {
 	tr := traces[1].(map[string]any)
 	assert.Equal(t, 5.0, tr["job"])
 	assert.Equal(t, map[string]any{"bfc.memory_limit": "1GiB"}, tr["point"])
-	// The trace keys of report.json, SPEC §7, beside the sweep's.
+	// The trace keys of report.json (docs/metrics.md), beside the sweep's.
 	for _, k := range []string{"name", "path", "events", "allocs", "frees", "peak_live_bytes", "total_alloc_bytes", "results"} {
 		assert.Contains(t, tr, k)
 	}

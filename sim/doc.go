@@ -2,7 +2,7 @@
 // through every selected allocator, each over its own fresh Space, and
 // measures what happens.
 //
-// Vocabulary (SPEC §5 defines the metrics):
+// Vocabulary (docs/metrics.md defines the metrics):
 //
 //   - live bytes: the requested sizes of the allocations alive now;
 //   - in use bytes: the sizes of the blocks handed out for them (request plus

@@ -38,7 +38,7 @@ var CurveQuantiles = func() []float64 {
 	return append(q, 1)
 }()
 
-// Result is what one allocator did with one trace. Byte counts follow SPEC §5.
+// Result is what one allocator did with one trace. Byte counts follow docs/metrics.md.
 type Result struct {
 	Allocator string
 	// Options are the allocator's effective options, defaults included.

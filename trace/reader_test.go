@@ -79,7 +79,7 @@ func TestReaderWithoutHeader(t *testing.T) {
 	assert.Equal(t, int64(1), evs[0].Line)
 }
 
-// Every invalid case SPEC §2 lists, each placed on line 3 after two valid
+// Every invalid case docs/trace-format.md lists, each placed on line 3 after two valid
 // lines, must stop the Reader with "t.jsonl:3: <reason>".
 func TestReaderInvalidLines(t *testing.T) {
 	const prefix = `{"op":"alloc","id":1,"size":16,"t":10}` + "\n" + `{"op":"alloc","id":2,"size":16,"t":10}` + "\n"

@@ -44,7 +44,7 @@ func TestReplayTable(t *testing.T) {
 	}
 }
 
-// specKeys are the result keys of SPEC §7.
+// specKeys are the result keys of report.json (docs/metrics.md).
 var specKeys = []string{
 	"allocator", "options", "ok_allocs", "failed_allocs", "first_oom_event",
 	"peak_reserved_bytes", "peak_in_use_bytes", "peak_live_bytes", "final_reserved_bytes",
