@@ -109,11 +109,12 @@ func (m *memo) put(idx uint32, v value) error {
 		return fmt.Errorf("memo index %d is larger than any memory snapshot needs", idx)
 	}
 	p, i := idx>>memoPageBits, idx&(memoPageSize-1)
-	for int(p) >= len(m.pages) {
-		m.pages = append(m.pages, nil)
-		m.live = append(m.live, 0)
-		m.written = append(m.written, 0)
-		m.retired = append(m.retired, false)
+	if need := int(p) + 1 - len(m.pages); need > 0 {
+		// One step, however far the index jumps.
+		m.pages = append(m.pages, make([]*memoPage, need)...)
+		m.live = append(m.live, make([]int32, need)...)
+		m.written = append(m.written, make([]int32, need)...)
+		m.retired = append(m.retired, make([]bool, need)...)
 	}
 	page := m.pages[p]
 	if page == nil {

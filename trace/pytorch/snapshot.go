@@ -473,8 +473,10 @@ func (s *snapshot) eachEntry(ctx context.Context, dev int, fn func(i int64, e *e
 	}
 	full := make(chan *entries, 2)
 	free := make(chan *entries, 3)
+	// A short trace (most files a fuzzer makes) gets batches its size.
+	n := int(min(entryBatch, max(l.n, 1)))
 	for range cap(free) {
-		free <- &entries{index: make([]int64, 0, entryBatch), e: make([]entry, 0, entryBatch)}
+		free <- &entries{index: make([]int64, 0, n), e: make([]entry, 0, n)}
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -518,7 +520,7 @@ func (b *builder) decodeEntries(cr *chainReader, parent string, free <-chan *ent
 			return
 		}
 		batch.index, batch.e = batch.index[:0], batch.e[:0]
-		for len(batch.e) < entryBatch && batch.err == nil {
+		for len(batch.e) < cap(batch.e) && batch.err == nil {
 			err := cr.next(&rec)
 			if err == io.EOF {
 				break
@@ -538,7 +540,7 @@ func (b *builder) decodeEntries(cr *chainReader, parent string, free <-chan *ent
 				batch.index = append(batch.index, rec.index)
 			}
 		}
-		last := len(batch.e) < entryBatch || batch.err != nil
+		last := len(batch.e) < cap(batch.e) || batch.err != nil
 		select {
 		case full <- batch:
 		case <-stop:
