@@ -86,8 +86,6 @@ package allocators
 //     free at once, so active_bytes equals allocated_bytes.
 //   - No private pools (CUDA graphs, use_mem_pool), no free-memory
 //     callbacks, no cudaMallocAsync backend.
-//   - roundup_power2_divisions takes one number for all sizes, not PyTorch's
-//     per-interval list.
 //   - Free blocks are ordered by (stream, size, address), the classic order;
 //     the newest PyTorch puts a segment registration counter before the
 //     address.
@@ -114,6 +112,7 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
+	"strings"
 
 	"github.com/google/btree"
 )
@@ -175,6 +174,10 @@ type PyTorchConfig struct {
 	// of two N; requests above 512·N round up to the next of N equal steps
 	// of their power-of-two interval.
 	RoundupPower2Divisions uint64
+	// RoundupIntervals, when set, are the divisions by size instead, as
+	// PyTorch keeps them: one for each power-of-two interval from 1 MiB
+	// (sizes below it use the first) to 32 GiB and above (the last).
+	RoundupIntervals *[ptRoundupIntervals]uint64
 	// GarbageCollectionThreshold (garbage_collection_threshold): 0 (off) or
 	// a fraction in (0, 1). It acts only with MemoryFraction < 1.
 	GarbageCollectionThreshold float64
@@ -200,7 +203,7 @@ var pytorchOptions = []Option{
 	{Key: "segments", Default: PyTorchSegmentsRecorded, Help: "recorded: adopt the segments a trace's reserve/release events record (an imported PyTorch snapshot), so placement can be compared with the recording; model: ignore them and decide everything (what-if)"},
 	{Key: "max_split_size_mb", Default: "unlimited", Help: "blocks of at least this many MiB are never split and serve only requests at least as large (an integer > 20, or unlimited)"},
 	{Key: "max_non_split_rounding_mb", Default: "20", Help: "a request of at least max_split_size_mb takes an oversize block only if it is less than this many MiB larger (an integer >= 20)"},
-	{Key: "roundup_power2_divisions", Default: "0", Help: "round requests above 512*N bytes up to the next of N equal steps between two powers of two (N a power of two; 0: off)"},
+	{Key: "roundup_power2_divisions", Default: "0", Help: "round requests above 512*N bytes up to the next of N equal steps between two powers of two (N a power of two; 0: off), or N by size as PyTorch takes it: [256:1,512:2,>:8] (MiB:N)"},
 	{Key: "garbage_collection_threshold", Default: "0", Help: "on a cache miss, when reserved memory exceeds this fraction of the allowed memory, release the oldest whole free large segments (0 < x < 1; 0: off; acts only with memory_fraction < 1, as in PyTorch)"},
 	{Key: "memory_fraction", Default: "1", Help: "share of the device the allocator may reserve, as torch.cuda.set_per_process_memory_fraction (0 < x <= 1)"},
 	{Key: "expandable_segments", Default: "false", Help: "map 2 MiB (small) / 20 MiB (large) pages into one address range per pool and stream instead of a segment per miss, and unmap free pages when out of memory"},
@@ -221,12 +224,21 @@ func newPyTorchFromOptions(sp Space, o Options) (Allocator, map[string]any, erro
 	}
 	cfg.MaxNonSplitRounding = ptMegabytes(s, "max_non_split_rounding_mb", ptMinOptionMB) << 20
 	div := s.raw("roundup_power2_divisions")
-	n, err := strconv.ParseUint(div, 10, 64)
-	if err != nil || (n != 0 && (n&(n-1) != 0 || n > ptMaxDivisions)) {
-		s.fail("roundup_power2_divisions", div, "0 or a power of two up to 2^32")
+	if strings.HasPrefix(div, "[") {
+		iv, err := ptParseIntervals(div)
+		if err != nil {
+			s.fail("roundup_power2_divisions", div, err.Error())
+		}
+		cfg.RoundupIntervals = &iv
+		s.effective["roundup_power2_divisions"] = div
+	} else {
+		n, err := strconv.ParseUint(div, 10, 64)
+		if err != nil || (n != 0 && (n&(n-1) != 0 || n > ptMaxDivisions)) {
+			s.fail("roundup_power2_divisions", div, "0 or a power of two up to 2^32, or a list by size as PyTorch takes it, [256:1,512:2,>:8]")
+		}
+		cfg.RoundupPower2Divisions = n
+		s.effective["roundup_power2_divisions"] = n
 	}
-	cfg.RoundupPower2Divisions = n
-	s.effective["roundup_power2_divisions"] = n
 	cfg.GarbageCollectionThreshold = s.Float("garbage_collection_threshold")
 	if t := cfg.GarbageCollectionThreshold; t != 0 && !(t > 0 && t < 1) {
 		s.fail("garbage_collection_threshold", s.raw("garbage_collection_threshold"), "0 (off) or a fraction strictly between 0 and 1")
@@ -433,6 +445,69 @@ func NewPyTorch(sp Space, cfg PyTorchConfig) *PyTorch {
 	return p
 }
 
+// ptRoundupIntervals is kRoundUpPowerOfTwoIntervals: the power-of-two
+// size intervals from 1 MiB to 64 GiB that roundup_power2_divisions can set
+// apart.
+const ptRoundupIntervals = 16
+
+// divisions is CUDAAllocatorConfig::roundup_power2_divisions(size): the
+// divisions for a request of size bytes.
+func (p *PyTorch) divisions(size uint64) uint64 {
+	iv := p.cfg.RoundupIntervals
+	if iv == nil {
+		return p.cfg.RoundupPower2Divisions
+	}
+	i := 0
+	if l := bits.Len64(size) - 1; l > 20 {
+		i = min(l-20, ptRoundupIntervals-1)
+	}
+	return iv[i]
+}
+
+// ptParseIntervals reads roundup_power2_divisions given by size, as
+// AllocatorConfig::parseRoundUpPower2Divisions does: "[B:N,...,>:N]",
+// each B a power of two in MiB that starts an interval (1 to 32768) and N
+// 0 or a power of two. The first entry also sets every interval below
+// its own, and ">" sets every interval from the last one named on.
+func ptParseIntervals(text string) ([ptRoundupIntervals]uint64, error) {
+	var iv [ptRoundupIntervals]uint64
+	body, ok := strings.CutPrefix(text, "[")
+	if body, ok = strings.CutSuffix(body, "]"); !ok || strings.TrimSpace(body) == "" {
+		return iv, fmt.Errorf("a list of SIZE_MB:DIVISIONS in brackets")
+	}
+	first, last := true, 0
+	for _, item := range strings.Split(body, ",") {
+		b, n, ok := strings.Cut(strings.TrimSpace(item), ":")
+		if !ok {
+			return iv, fmt.Errorf("%q is not SIZE_MB:DIVISIONS", item)
+		}
+		d, err := strconv.ParseUint(strings.TrimSpace(n), 10, 64)
+		if err != nil || (d != 0 && (d&(d-1) != 0 || d > ptMaxDivisions)) {
+			return iv, fmt.Errorf("divisions %q: 0 or a power of two up to 2^32", n)
+		}
+		if b = strings.TrimSpace(b); b == ">" {
+			for i := last; i < len(iv); i++ {
+				iv[i] = d
+			}
+			continue
+		}
+		mb, err := strconv.ParseUint(b, 10, 64)
+		if err != nil || mb == 0 || mb&(mb-1) != 0 {
+			return iv, fmt.Errorf("interval %q: a power of two (in MiB)", b)
+		}
+		i := min(bits.Len64(mb)-1, ptRoundupIntervals-1)
+		if first {
+			for j := range i {
+				iv[j] = d
+			}
+			first = false
+		}
+		iv[i] = d
+		last = i
+	}
+	return iv, nil
+}
+
 // ptRoundSize is PyTorch's round_size: the bytes a request of n takes,
 // rounded with roundup_power2_divisions = divisions (0: off).
 func ptRoundSize(n, divisions uint64) uint64 {
@@ -510,7 +585,7 @@ func (p *PyTorch) AllocateOnStream(size, _ uint64, stream int64) (Block, error) 
 		p.ds.numOOMs++
 		return Block{}, ErrOutOfMemory
 	}
-	rounded := ptRoundSize(size, p.cfg.RoundupPower2Divisions)
+	rounded := ptRoundSize(size, p.divisions(size))
 	small := rounded <= ptSmallSize
 	pool := &p.pools[ptPoolIndex(small)]
 	h, ok := p.getFreeBlock(pool, rounded, stream)
@@ -637,7 +712,7 @@ func (p *PyTorch) allocFoundBlock(h int32, size, requested uint64, split bool) B
 	p.allocated(b.size)
 	if p.pendingRecorded >= 0 {
 		if b.seg == p.pendingRecorded && !p.pendingES {
-			if p.segs[b.seg].size == ptAllocationSize(ptRoundSize(requested, p.cfg.RoundupPower2Divisions)) {
+			if p.segs[b.seg].size == ptAllocationSize(ptRoundSize(requested, p.divisions(requested))) {
 				p.rec.sizeMatch++
 			} else {
 				p.rec.sizeMismatch++
@@ -1031,7 +1106,7 @@ func (p *PyTorch) AllocateAt(size, align uint64, stream int64, addr uint64) (Blo
 	if !p.startState || p.cfg.ModelSegments || size == 0 || size > ptMaxRequest {
 		return p.AllocateOnStream(size, align, stream)
 	}
-	rounded := ptRoundSize(size, p.cfg.RoundupPower2Divisions)
+	rounded := ptRoundSize(size, p.divisions(size))
 	h := p.freeBlockContaining(addr, rounded, stream, rounded <= ptSmallSize)
 	if h == noChunk {
 		p.rec.startStateMiss++

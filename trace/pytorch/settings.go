@@ -29,10 +29,12 @@ func (st *settings) recorded(stats *Stats) trace.RecordedSettings {
 		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
 		switch key {
 		case "roundup_power2_divisions":
+			// One number, or PyTorch's list by size, which the model
+			// takes as it is.
 			if n, ok := uniformDivisions(val); ok {
 				opts[key] = strconv.FormatUint(n, 10)
 			} else {
-				stats.Unmodelled = append(stats.Unmodelled, fmt.Sprintf("roundup_power2_divisions:%s (divisions that differ by size; the model takes one number for all sizes)", val))
+				opts[key] = val
 			}
 		case "max_non_split_rounding_mb":
 			opts[key] = val
@@ -78,7 +80,8 @@ func splitConf(conf string) []string {
 }
 
 // uniformDivisions reads roundup_power2_divisions as one number: "4", or a
-// list whose values are all the same, "[256:4,>:4]".
+// list that gives every size the same, "[1:4,>:4]" (a list's first entry
+// also sets every interval below it).
 func uniformDivisions(val string) (uint64, bool) {
 	if n, err := strconv.ParseUint(val, 10, 64); err == nil {
 		return n, true

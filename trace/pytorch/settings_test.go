@@ -24,10 +24,9 @@ func TestRecordedSettings(t *testing.T) {
 		{settings{conf: "roundup_power2_divisions:[256:1,512:2,>:8],backend:cudaMallocAsync,max_non_split_rounding_mb:64,pinned_num_register_threads:8,foo:1",
 			maxSplitSize: -1},
 			map[string]string{"expandable_segments": "false", "max_split_size_mb": "unlimited", "garbage_collection_threshold": "0",
-				"max_non_split_rounding_mb": "64",
-				"PYTORCH_CUDA_ALLOC_CONF":   "roundup_power2_divisions:[256:1,512:2,>:8],backend:cudaMallocAsync,max_non_split_rounding_mb:64,pinned_num_register_threads:8,foo:1"},
+				"max_non_split_rounding_mb": "64", "roundup_power2_divisions": "[256:1,512:2,>:8]",
+				"PYTORCH_CUDA_ALLOC_CONF": "roundup_power2_divisions:[256:1,512:2,>:8],backend:cudaMallocAsync,max_non_split_rounding_mb:64,pinned_num_register_threads:8,foo:1"},
 			[]string{
-				"roundup_power2_divisions:[256:1,512:2,>:8] (divisions that differ by size; the model takes one number for all sizes)",
 				"backend:cudaMallocAsync (the model is the native caching allocator)",
 				"foo:1",
 			}},
