@@ -57,6 +57,10 @@ A recording is taken as it is, recognised by its content, and converted on
 the fly as 'bfcsim import' would: a PyTorch memory snapshot (pickle or JSON;
 its device with the most entries), a glibc mtrace log, a malloc-lab trace.
 The device capacity is --capacity, else the trace header's, else 80GiB.
+A recording's own allocator settings (a PyTorch snapshot's
+allocator_settings: expandable_segments and the rest) are where the
+allocator that models it starts; --set overrides any of them, and the
+report lists those taken from the recording.
 
 Allocators (-a) and their options (--set NAME.KEY=VALUE):
 ` + allocatorHelp(),
