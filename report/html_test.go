@@ -187,6 +187,15 @@ func TestHTMLMetrics(t *testing.T) {
 	// The address check is a row only when the trace carries addresses.
 	rep.Traces[0].Results[0].RecordedAddressMatch = nil
 	assert.NotContains(t, renderHTML(t, rep, nil), "recorded_address_match")
+
+	// So is the check of the recording's failed allocations, with the
+	// options taken from the recording noted under the table.
+	assert.NotContains(t, page, "recorded_oom_match")
+	rep.Traces[0].Results[0].RecordedOOMMatch = &AddressMatch{Checked: 2, Matched: 1}
+	rep.Traces[0].Results[0].OptionsFromRecording = []string{"allow_growth"}
+	page = renderHTML(t, rep, nil)
+	assert.Contains(t, metricRow(t, page, "recorded_oom_match"), ">1 / 2<")
+	assert.Contains(t, page, "<li>"+rep.Traces[0].Results[0].Allocator+": as recorded, allow_growth=")
 }
 
 func TestHTMLTraceAndAllocators(t *testing.T) {
