@@ -311,9 +311,11 @@ type ptSegment struct {
 	first, last int32 // the blocks at each end
 	stream      int64
 	small       bool
-	expandable  bool
-	es          int32 // the expandable segment it is mapped in, when expandable
+	es          int32 // the expandable segment it is mapped in, or -1
 }
+
+// expandable reports whether s is a run of an expandable segment.
+func (s *ptSegment) expandable() bool { return s.es >= 0 }
 
 type ptSegKey struct {
 	addr uint64
@@ -471,8 +473,9 @@ func (p *PyTorch) divisions(size uint64) uint64 {
 // its own, and ">" sets every interval from the last one named on.
 func ptParseIntervals(text string) ([ptRoundupIntervals]uint64, error) {
 	var iv [ptRoundupIntervals]uint64
-	body, ok := strings.CutPrefix(text, "[")
-	if body, ok = strings.CutSuffix(body, "]"); !ok || strings.TrimSpace(body) == "" {
+	body, opened := strings.CutPrefix(text, "[")
+	body, closed := strings.CutSuffix(body, "]")
+	if !opened || !closed || strings.TrimSpace(body) == "" {
 		return iv, fmt.Errorf("a list of SIZE_MB:DIVISIONS in brackets")
 	}
 	first, last := true, 0
@@ -875,7 +878,7 @@ func (p *PyTorch) deleteBlock(h int32) {
 // one free block, which it returns outside the pool. An expandable one is
 // mapped in expandable segment es.
 func (p *PyTorch) newSegment(addr, size uint64, stream int64, small bool, es int32) int32 {
-	si := p.addSegment(ptSegment{addr: addr, size: size, stream: stream, small: small, expandable: es >= 0, es: es})
+	si := p.addSegment(ptSegment{addr: addr, size: size, stream: stream, small: small, es: es})
 	h := p.newBlock()
 	b := &p.blocks[h]
 	b.addr, b.size, b.stream, b.seg = addr, size, stream, si
@@ -923,7 +926,7 @@ func (p *PyTorch) deleteSegment(si int32) {
 	if p.pendingRecorded == si && !p.pendingES {
 		p.pendingRecorded = -1
 	}
-	p.segs[si] = ptSegment{first: noChunk, last: noChunk}
+	p.segs[si] = ptSegment{first: noChunk, last: noChunk, es: -1}
 	p.freeSegs = append(p.freeSegs, si)
 }
 
@@ -932,7 +935,7 @@ func (p *PyTorch) deleteSegment(si int32) {
 func (p *PyTorch) releaseSegment(si int32) {
 	s := &p.segs[si]
 	h := s.first
-	if h != s.last || p.blocks[h].allocated || s.expandable {
+	if h != s.last || p.blocks[h].allocated || s.expandable() {
 		panic(fmt.Sprintf("pytorch: releasing segment %#x, which is not one free block", s.addr))
 	}
 	p.remove(h)

@@ -92,7 +92,7 @@ func (p *PyTorch) runEndingAt(ei int32, addr uint64) int32 {
 		return -1
 	}
 	si := p.segAt(addr - 1)
-	if si >= 0 && p.segs[si].expandable && p.segs[si].es == ei && p.segs[si].addr+p.segs[si].size == addr {
+	if si >= 0 && p.segs[si].es == ei && p.segs[si].addr+p.segs[si].size == addr {
 		return si
 	}
 	return -1
@@ -102,7 +102,7 @@ func (p *PyTorch) runEndingAt(ei int32, addr uint64) int32 {
 // addr, or -1.
 func (p *PyTorch) runStartingAt(ei int32, addr uint64) int32 {
 	si := p.segFrom(addr)
-	if si >= 0 && p.segs[si].addr == addr && p.segs[si].expandable && p.segs[si].es == ei {
+	if si >= 0 && p.segs[si].addr == addr && p.segs[si].es == ei {
 		return si
 	}
 	return -1
@@ -370,7 +370,7 @@ func (p *PyTorch) unmapRange(h int32, lo, hi uint64) bool {
 	case left != noChunk && right != noChunk:
 		p.segs[si].size, p.segs[si].last = lo-seg.addr, left
 		p.addSegment(ptSegment{addr: hi, size: end - hi, first: right, last: seg.last,
-			stream: seg.stream, small: seg.small, expandable: true, es: seg.es})
+			stream: seg.stream, small: seg.small, es: seg.es})
 	case left != noChunk:
 		p.segs[si].size, p.segs[si].last = lo-seg.addr, left
 	case right != noChunk:
@@ -399,7 +399,7 @@ func (p *PyTorch) unmapRange(h int32, lo, hi uint64) bool {
 func (p *PyTorch) dropIfUnmapped(ei int32) {
 	e := &p.ess[ei]
 	for si := p.segFrom(e.base); si >= 0 && p.segs[si].addr < e.end; si = p.segFrom(p.segs[si].addr + p.segs[si].size) {
-		if p.segs[si].expandable && p.segs[si].es == ei {
+		if p.segs[si].es == ei {
 			return
 		}
 	}
@@ -601,14 +601,14 @@ func (p *PyTorch) takeRecorded(small bool, size uint64, stream int64) (int32, bo
 	}
 	s := &p.segs[si]
 	h := s.last // a fixed segment's only block
-	if s.expandable {
+	if s.expandable() {
 		if h = p.freeBlockAt(p.pendingAddr); h == noChunk {
 			return noChunk, false
 		}
 	}
 	b := &p.blocks[h]
 	if s.small != small || s.stream != stream || b.allocated || b.size < size ||
-		(!s.expandable && !p.whole(h)) {
+		(!s.expandable() && !p.whole(h)) {
 		return noChunk, false
 	}
 	p.remove(h)
@@ -676,7 +676,7 @@ func (p *PyTorch) RecordedRelease(addr, size uint64) {
 	if si := p.segAt(addr); si >= 0 {
 		s := &p.segs[si]
 		switch {
-		case s.expandable:
+		case s.expandable():
 			if size == 0 {
 				size = s.addr + s.size - addr
 			}

@@ -370,7 +370,7 @@ func (r *runner) apply(events []trace.Event, first int64) error {
 			if r.rec != nil {
 				r.rec.mark(i, ev)
 			}
-			r.oomNext = strings.HasPrefix(ev.Name, allocators.RecordedOOMMark)
+			r.oomNext = trace.IsRecordedOOMMark(ev.Name)
 			if r.replayer != nil {
 				r.replayer.Mark(ev.Name)
 			}

@@ -1,6 +1,9 @@
 package trace
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Op is the kind of an Event.
 type Op uint8
@@ -88,6 +91,10 @@ type Event struct {
 // never held that allocation, so it does not count as live in the trace's
 // summary; a replay tries it, and counts whether it fails too.
 const RecordedOOMMark = "oom:"
+
+// IsRecordedOOMMark reports whether a mark named name says the recorded
+// program failed the allocation that follows it.
+func IsRecordedOOMMark(name string) bool { return strings.HasPrefix(name, RecordedOOMMark) }
 
 // Header is the optional first line of a trace.
 type Header struct {

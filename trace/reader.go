@@ -9,7 +9,6 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
-	"strings"
 )
 
 // MaxLineBytes bounds one line of a trace. Event lines are a few dozen bytes;
@@ -333,7 +332,7 @@ func (r *Reader) apply(ev *Event) string {
 		r.sum.Steps++
 	case OpMark:
 		r.sum.Marks++
-		r.oomNext = strings.HasPrefix(ev.Name, RecordedOOMMark)
+		r.oomNext = IsRecordedOOMMark(ev.Name)
 	case OpReserve:
 		r.sum.Reserves++
 	case OpRelease:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -283,13 +284,8 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 		return report.TraceRun{}, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(recSpace) > 0 && o.space == "virtual" {
-		merged := allocators.Options{}
-		for k, v := range recSpace {
-			merged[k] = v
-		}
-		for k, v := range spaceOpts {
-			merged[k] = v
-		}
+		merged := allocators.Options(recSpace)
+		maps.Copy(merged, spaceOpts)
 		spaceOpts = merged
 	}
 	cfg := sim.Config{

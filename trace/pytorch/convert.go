@@ -67,8 +67,9 @@ type Stats struct {
 	// OOMs counts the allocations the recorded program failed (oom
 	// entries), written as allocations after a mark, and CapacityBytes
 	// the device capacity the header gives: what the allocator held at
-	// the first such failure plus the free device memory it was told of
-	// (device_free), or 0 when there was none.
+	// the tightest such failure plus the free device memory it was told of
+	// (device_free), never less than it held at its peak; 0 when there was
+	// no failure.
 	OOMs          int64
 	CapacityBytes uint64
 	// ExpandableStart is set when the start state's expandable segments
@@ -400,7 +401,7 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 				break
 			}
 			em.op(op{kind: trace.OpMark, t: e.timeUS, hasT: e.hasTime,
-				name: fmt.Sprintf("%s the recording failed this %d-byte allocation; the device had %d bytes free", oomMark, e.size, e.deviceFree)})
+				name: fmt.Sprintf("%s the recording failed this %d-byte allocation; the device had %d bytes free", trace.RecordedOOMMark, e.size, e.deviceFree)})
 			em.op(op{kind: trace.OpAlloc, id: nextID, size: e.size, stream: e.stream, t: e.timeUS, hasT: e.hasTime, tag: e.tag, noAddr: true})
 			o.kind, o.id = trace.OpFree, nextID
 			nextID++
@@ -423,13 +424,11 @@ type startBlock struct {
 	entry      int64 // index of its orphan free, or -1
 }
 
-// The marks around the start state, and the one before an allocation the
-// recording failed (allocators.StartStateMark, RecordingStartsMark and
-// RecordedOOMMark; the trace package does not import allocators).
+// The marks around the start state (allocators.StartStateMark and
+// RecordingStartsMark; the trace package does not import allocators).
 const (
 	startStateMark      = "start state"
 	recordingStartsMark = "recording starts"
-	oomMark             = trace.RecordedOOMMark
 )
 
 // emitter writes the header and then the events, with addresses moved,
@@ -493,9 +492,7 @@ func (em *emitter) op(o op) {
 		st.drop("%s of %d bytes at %#x: larger than a trace can say", o.kind, o.size, o.addr)
 		return
 	}
-	if o.kind == trace.OpAlloc && o.noAddr {
-		// Nothing to move.
-	} else if o.kind == trace.OpAlloc || o.kind == trace.OpReserve || o.kind == trace.OpRelease {
+	if o.kind == trace.OpAlloc && !o.noAddr || o.kind == trace.OpReserve || o.kind == trace.OpRelease {
 		a, ok := em.cl.move(o.addr)
 		if !ok {
 			if o.kind == trace.OpAlloc {

@@ -390,7 +390,7 @@ func TestExpandableStartStateOnRanges(t *testing.T) {
 		case ev.Op == trace.OpRelease:
 			releases++
 			released += ev.Size
-		case len(oom) > 0 || ev.Op == trace.OpMark && strings.HasPrefix(ev.Name, oomMark):
+		case len(oom) > 0 || ev.Op == trace.OpMark && trace.IsRecordedOOMMark(ev.Name):
 			oom = append(oom, ev)
 		}
 	}
