@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/bfcsim/bfcsim/allocators/bfcdump"
-	"github.com/bfcsim/bfcsim/trace"
 )
 
 // Errors callers branch on.
@@ -146,12 +145,6 @@ const (
 	StartStateMark      = "start state"
 	RecordingStartsMark = "recording starts"
 )
-
-// RecordedOOMMark begins the name of a mark that says the recorded program
-// failed the allocation that follows it (PyTorch's oom trace entry): the
-// replay counts, in its recorded_oom_match, whether the allocator fails it
-// too.
-const RecordedOOMMark = trace.RecordedOOMMark
 
 // Extenter is an allocator whose blocks do not begin at the bytes set aside
 // for them: padding or a header comes before Block.Addr.

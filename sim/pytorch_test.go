@@ -337,7 +337,7 @@ func TestRecordedSettingsAndOOMs(t *testing.T) {
 	const mib = 1 << 20
 	evs := []trace.Event{
 		{Op: trace.OpAlloc, ID: 1, Size: 60 * mib},
-		{Op: trace.OpMark, Name: allocators.RecordedOOMMark + " the recording failed this allocation"},
+		{Op: trace.OpMark, Name: trace.RecordedOOMMark + " the recording failed this allocation"},
 		{Op: trace.OpAlloc, ID: 2, Size: 50 * mib},
 		{Op: trace.OpFree, ID: 2},
 		{Op: trace.OpMark, Name: "oom (not a recorded failure: no colon)"},

@@ -79,7 +79,7 @@ type Result struct {
 	// recorded address, and those the allocator placed at the same address.
 	AddrChecked, AddrMatched int64
 	// RecordedOOMs counts the allocations the recorded program failed (an
-	// alloc after an allocators.RecordedOOMMark mark), and OOMsMatched
+	// alloc after a trace.RecordedOOMMark mark), and OOMsMatched
 	// those the allocator failed too.
 	RecordedOOMs, OOMsMatched int64
 
