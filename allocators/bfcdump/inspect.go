@@ -33,10 +33,17 @@ func WriteInspect(w io.Writer, s *Snapshot, opt InspectOptions) error {
 		name = "(unnamed allocator)"
 	}
 	if r := rep.Request; r != nil {
-		ew.printf("%s: out of memory allocating %s (rounded to %d)", name, humanU(r.Bytes), r.Rounded)
-		ew.printf("\n")
+		switch {
+		case r.Approximate:
+			ew.printf("%s: out of memory allocating %s (rounded to about %d; TF printed the size only to three digits)\n", name, humanU(r.Bytes), r.Rounded)
+		default:
+			ew.printf("%s: out of memory allocating %s (rounded to %d)\n", name, humanU(r.Bytes), r.Rounded)
+		}
 		if r.Op != "" {
 			ew.printf("requested by op %s\n", r.Op)
+		}
+		if r.From != "" {
+			ew.printf("from the %s\n", r.From)
 		}
 	} else {
 		ew.printf("%s: BFC pool state\n", name)
@@ -46,16 +53,40 @@ func WriteInspect(w io.Writer, s *Snapshot, opt InspectOptions) error {
 	}
 
 	sum := rep.Summary
-	requestedKnown := sum.ChunksInUse == 0 || sum.RequestedInUse > 0
+	requestedKnown := s.Log == nil && (sum.ChunksInUse == 0 || sum.RequestedInUse > 0)
 	ew.printf("\n")
 	kv := func(k, v string) { ew.printf("  %-20s %s\n", k, v) }
-	kv("pool", sizeWithBytes(sum.PoolBytes))
+	// fig prints a figure with where it comes from, for a pasted log.
+	fig := func(k, key, v string) {
+		p, ok := rep.Provenance[key]
+		if !ok {
+			kv(k, v)
+			return
+		}
+		switch {
+		case p.Source == SourceUnknown:
+			kv(k, "unknown")
+			return
+		case p.Source == SourceAtLeast:
+			v = "at least " + v
+		case !p.Exact:
+			v = "about " + v
+		}
+		kv(k, fmt.Sprintf("%-28s %s", v, provenanceText(p)))
+	}
+	size := func(n uint64, key string) string {
+		if p, ok := rep.Provenance[key]; ok && (!p.Exact || p.Source == SourceAtLeast) {
+			return ib(n)
+		}
+		return sizeWithBytes(n)
+	}
+	fig("pool", "pool_bytes", size(sum.PoolBytes, "pool_bytes"))
 	if sum.MemoryLimit > 0 {
-		kv("memory limit", sizeWithBytes(sum.MemoryLimit))
+		fig("memory limit", "memory_limit", size(sum.MemoryLimit, "memory_limit"))
 	} else {
 		kv("memory limit", "unknown")
 	}
-	kv("in use", sizeWithBytes(sum.BytesInUse))
+	fig("in use", "bytes_in_use", size(sum.BytesInUse, "bytes_in_use"))
 	if requestedKnown {
 		kv("requested in use", sizeWithBytes(sum.RequestedInUse))
 		kv("internal waste", sizeWithBytes(sum.InternalWaste))
@@ -63,26 +94,56 @@ func WriteInspect(w io.Writer, s *Snapshot, opt InspectOptions) error {
 		kv("requested in use", "unknown (not recorded)")
 		kv("internal waste", "unknown (not recorded)")
 	}
-	kv("free in pool", sizeWithBytes(sum.FreeInPool))
-	kv("largest free chunk", sizeWithBytes(sum.LargestFreeChunk))
+	fig("free in pool", "free_in_pool", size(sum.FreeInPool, "free_in_pool"))
+	fig("largest free chunk", "largest_free_chunk", size(sum.LargestFreeChunk, "largest_free_chunk"))
 	if sum.MemoryLimit > 0 {
-		kv("unreserved", sizeWithBytes(sum.Unreserved))
+		fig("unreserved", "unreserved", size(sum.Unreserved, "unreserved"))
 	} else {
 		kv("unreserved", "unknown")
 	}
-	kv("regions", fmt.Sprint(sum.Regions))
-	kv("chunks", fmt.Sprintf("%d in use, %d free", sum.ChunksInUse, sum.FreeChunks))
-	kv("TF fragmentation", fmt.Sprintf("%.1f%%", 100*sum.TFFragmentation))
+	fig("regions", "regions", fmt.Sprint(sum.Regions))
+	fig("chunks", "chunks", fmt.Sprintf("%d in use, %d free", sum.ChunksInUse, sum.FreeChunks))
+	fig("TF fragmentation", "tf_fragmentation", fmt.Sprintf("%.1f%%", 100*sum.TFFragmentation))
+
+	if src := rep.Source; src != nil {
+		ew.printf("\nread from a TensorFlow log of %d lines; formats (the TensorFlow versions that print them):\n", src.Lines)
+		for _, f := range src.Formats {
+			ew.printf("  %-16s TF %-10s line %-6d %s\n", f.Kind, f.Versions, f.Line, f.Form)
+		}
+		if src.Partial {
+			ew.printf("\nthe paste is partial: figures are TensorFlow's own where it printed them\n")
+			bullets(ew, src.Notes)
+		}
+		if len(src.Missing) > 0 {
+			ew.printf("\nnot in the paste\n")
+			bullets(ew, src.Missing)
+		}
+	}
 
 	if len(rep.Bins) > 0 {
-		ew.printf("\nbins (every chunk counted by size, as TF's bin lines)\n")
+		switch rep.BinsFrom {
+		case "bin lines":
+			ew.printf("\nbins (TF's bin lines: every chunk counted by size; bytes as TF rounds them)\n")
+		case "bin lines (free chunks only)":
+			ew.printf("\nbins (TF's bin lines: before TF 1.4 they count only free chunks; bytes as TF rounds them)\n")
+		case "chunks":
+			if rep.Source != nil {
+				ew.printf("\nbins (counted over the pasted chunk lines, as TF's bin lines count)\n")
+			} else {
+				ew.printf("\nbins (every chunk counted by size, as TF's bin lines)\n")
+			}
+		}
 		ew.printf("  %3s %10s %8s %8s %14s %14s\n", "bin", "bin size", "chunks", "in use", "bytes in bin", "bytes in use")
 		for _, b := range rep.Bins {
 			ew.printf("  %3d %10s %8d %8d %14s %14s\n", b.Bin, ib(b.BinSize), b.TotalChunks, b.ChunksInUse, ib(b.BytesInBin), ib(b.BytesInUse))
 		}
 	}
 
-	ew.printf("\noccupancy (TF's RenderOccupancy: 100 cells over the regions end to end)\n")
+	if rep.Source != nil && rep.Source.Partial {
+		ew.printf("\noccupancy (TF's RenderOccupancy over the pasted chunk lines only: the paste is partial)\n")
+	} else {
+		ew.printf("\noccupancy (TF's RenderOccupancy: 100 cells over the regions end to end)\n")
+	}
 	if rep.Occupancy == noMemory {
 		ew.printf("  %s\n", rep.Occupancy)
 	} else {
@@ -97,6 +158,24 @@ func WriteInspect(w io.Writer, s *Snapshot, opt InspectOptions) error {
 	ew.printf("\nexplanation: %s\n", rep.Explanation.Verdict)
 	for _, l := range wrap(rep.Explanation.Text, inspectWidth-2) {
 		ew.printf("  %s\n", l)
+	}
+	if len(rep.Explanation.RestsOn) > 0 {
+		ew.printf("  rests on:\n")
+		for _, r := range rep.Explanation.RestsOn {
+			ew.printf("    %s\n", r)
+		}
+	}
+	if len(rep.Explanation.CannotKnow) > 0 {
+		ew.printf("  cannot know from this paste:\n")
+		for _, c := range rep.Explanation.CannotKnow {
+			for i, l := range wrap(c, inspectWidth-6) {
+				lead := "  - "
+				if i > 0 {
+					lead = "    "
+				}
+				ew.printf("  %s%s\n", lead, l)
+			}
+		}
 	}
 
 	if opt.Chunks {
@@ -118,6 +197,28 @@ func WriteInspect(w io.Writer, s *Snapshot, opt InspectOptions) error {
 		}
 	}
 	return ew.err
+}
+
+// provenanceText is where a figure comes from, for the text report:
+// "Stats InUse, line 57".
+func provenanceText(p Provenance) string {
+	if p.Lines == "" {
+		return p.From
+	}
+	return fmt.Sprintf("%s, line%s %s", p.From, plural(p.Lines), p.Lines)
+}
+
+// bullets writes items as a wrapped list.
+func bullets(ew *errWriter, items []string) {
+	for _, it := range items {
+		for i, l := range wrap(it, inspectWidth-4) {
+			lead := "- "
+			if i > 0 {
+				lead = "  "
+			}
+			ew.printf("  %s%s\n", lead, l)
+		}
+	}
 }
 
 // sizeWithBytes is "2.0 GiB (2147483648)", or "0 B" for zero.
@@ -168,8 +269,16 @@ type InspectReport struct {
 	Event   int64   `json:"event,omitempty"`
 	Line    int64   `json:"line,omitempty"`
 	Summary Summary `json:"summary"`
-	// Bins are the non-empty bins.
+	// Provenance says where each figure of Summary comes from, keyed by
+	// its JSON name; for a pasted log only.
+	Provenance map[string]Provenance `json:"provenance,omitempty"`
+	// Source describes a pasted log: its formats and what it lacks.
+	Source *InspectSource `json:"source,omitempty"`
+	// Bins are the non-empty bins; BinsFrom says whether they are TF's
+	// printed bin lines ("bin lines", or "bin lines (free chunks only)" for
+	// TF ≤ 1.3) or counted over the chunks ("chunks").
 	Bins        []BinSummary `json:"bins"`
+	BinsFrom    string       `json:"bins_from"`
 	Occupancy   string       `json:"occupancy"`
 	Explanation Explanation  `json:"explanation"`
 	// Chunks are every chunk in address order, when asked for.
@@ -181,6 +290,27 @@ type InspectRequest struct {
 	Bytes   uint64 `json:"bytes"`
 	Rounded uint64 `json:"rounded"`
 	Op      string `json:"op,omitempty"`
+	// Approximate: the log gives the size only in TF's human-readable
+	// form (three significant digits), so Bytes and Rounded are estimates.
+	Approximate bool `json:"approximate,omitempty"`
+	// From says which line of a pasted log names the request.
+	From string `json:"from,omitempty"`
+}
+
+// InspectSource describes a pasted log: what was read, and how much of
+// TensorFlow's dump the paste holds.
+type InspectSource struct {
+	Lines int `json:"lines"`
+	// Formats are the line formats recognised, with the TensorFlow
+	// versions that print each.
+	Formats []FormatSeen `json:"formats"`
+	// Partial is true when the paste lacks lines of the dump: Notes say how
+	// that shows (chunk lines against bin lines, Stats, pool).
+	Partial bool     `json:"partial"`
+	Notes   []string `json:"notes,omitempty"`
+	// Missing lists the parts of TensorFlow's output the paste does not
+	// hold.
+	Missing []string `json:"missing,omitempty"`
 }
 
 // InspectChunk is one chunk. The address is a hex string ("0x7f12ab000000"):
@@ -196,22 +326,38 @@ type InspectChunk struct {
 
 // NewInspectReport builds the report of s; withChunks adds every chunk.
 func NewInspectReport(s *Snapshot, withChunks bool) InspectReport {
+	r := s.read()
 	rep := InspectReport{
 		Allocator:   s.AllocatorName,
 		Event:       s.Event,
 		Line:        s.Line,
-		Summary:     s.Summarize(),
-		Bins:        []BinSummary{},
+		Summary:     r.sum,
+		Provenance:  r.prov,
+		Bins:        r.bins,
+		BinsFrom:    r.binsFrom,
 		Occupancy:   s.RenderOccupancy(),
 		Explanation: Explain(s),
 	}
-	if s.Request != nil {
-		r := requestSizes(s.Request)
-		rep.Request = &InspectRequest{Bytes: r.Bytes, Rounded: r.Rounded, Op: r.Op}
+	if rep.Bins == nil {
+		rep.Bins = []BinSummary{}
 	}
-	for _, b := range s.Bins() {
-		if b.TotalChunks > 0 {
-			rep.Bins = append(rep.Bins, b)
+	if s.Request != nil {
+		q := requestSizes(s.Request)
+		rep.Request = &InspectRequest{Bytes: q.Bytes, Rounded: q.Rounded, Op: q.Op}
+	}
+	if ev := s.Log; ev != nil {
+		rep.Source = &InspectSource{Lines: ev.Lines, Formats: ev.Formats, Partial: len(r.partial) > 0, Notes: r.partial, Missing: r.missing}
+		if rep.Source.Formats == nil {
+			rep.Source.Formats = []FormatSeen{}
+		}
+		if q := rep.Request; q != nil {
+			q.Approximate = !ev.HeadlineRounded
+			switch {
+			case ev.HeadlineLine > 0:
+				q.From = fmt.Sprintf("headline, line %d", ev.HeadlineLine)
+			case ev.BinFor != nil:
+				q.From = fmt.Sprintf("\"Bin for\" line, line %d", ev.BinFor.Line)
+			}
 		}
 	}
 	if withChunks {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"regexp"
 	"slices"
 	"strconv"
@@ -34,58 +35,94 @@ const maxLogLine = 1 << 20
 // The lines ParseLog reads. None is anchored at the start of the line, so
 // glog's "I0102 10:11:12.123456 12345 bfc_allocator.cc:1034] ", TF's
 // "2026-01-02 10:11:12.123456: W tensorflow/tsl/framework/bfc_allocator.cc:485] "
-// or any other prefix may come before them.
+// or any other prefix may come before them. Spaces may be tabs or runs of
+// spaces: pasting changes both.
 var (
-	headlineRE = regexp.MustCompile(`Allocator \((.*?)\) ran out of memory trying to allocate (\S+) \(rounded to (\d+)\)(?:\s*from the \w+ end)?\s*(?:requested by op\b\s*(.*?))?\s*$`)
+	// TensorFlow's human-readable size, "256B", "1.2KiB", "3.72GiB".
+	humanSizePat = `\d+(?:\.\d+)?(?:[KMGTPE]i)?B`
+
+	headlineRE = regexp.MustCompile(`Allocator \((.*?)\) ran out of memory trying to allocate (` + humanSizePat + `)(.*)$`)
+	roundedRE  = regexp.MustCompile(`^\s*\(rounded to (\d+)\)(?:\s*from the \w+ end)?\s*(?:requested by op\b\s*(.*?))?\s*(?:\.?\s*Current allocation summary follows\.?)?\s*$`)
+	oldHeadRE  = regexp.MustCompile(`Ran out of memory trying to allocate (` + humanSizePat + `)\.?\s*(See logs for memory state)?`)
 	dumpForRE  = regexp.MustCompile(`BFCAllocator dump for (.*?)\s*$`)
-	binLineRE  = regexp.MustCompile(`Bin \((\d+)\):\s*Total Chunks: (\d+), Chunks in use: (\d+)\.`)
+	binLineRE  = regexp.MustCompile(`Bin \((\d+)\):\s*Total Chunks:\s*(\d+),\s*Chunks in use:\s*(\d+)(\.?)(.*)$`)
+	binFieldRE = regexp.MustCompile(`(` + humanSizePat + `) (allocated for chunks|client-requested for chunks|in use in bin|client-requested in use in bin)`)
+	binForRE   = regexp.MustCompile(`Bin for (` + humanSizePat + `) was (` + humanSizePat + `), Chunk State:`)
+	stateRE    = regexp.MustCompile(`Size: (` + humanSizePat + `)\s*\|\s*Requested Size: (` + humanSizePat + `)\s*\|\s*in_use: (\d)`)
 	regionRE   = regexp.MustCompile(`Next region of size (\d+)`)
-	chunkRE    = regexp.MustCompile(`\b(InUse|Free)\s+at\s+(?:0x)?([0-9a-fA-F]+) of size (\d+)(.*)$`)
+	chunkRE    = regexp.MustCompile(`\b(InUse|Free|Chunk)\s+at\s+(?:0x)?([0-9a-fA-F]+)\s+(?:next\s+(\d+)\s+)?of\s+size\s+(\d+)(.*)$`)
+	chunkStart = regexp.MustCompile(`\b(?:InUse|Free|Chunk)\s+at\s`)
+	nextRE     = regexp.MustCompile(`\bnext (\d+)\b`)
 	chunkOpRE  = regexp.MustCompile(`\bby op (\S*) action_count (\d+) step (\d+)`)
 	freedAtRE  = regexp.MustCompile(`\bfreed_at_count (\d+)`)
+	bySizeRE   = regexp.MustCompile(`(\d+) Chunks of size (\d+) totalling (` + humanSizePat + `)`)
+	sumTotalRE = regexp.MustCompile(`Sum Total of in-use chunks: (` + humanSizePat + `)`)
 	poolLineRE = regexp.MustCompile(`(?:Total bytes in pool|total_region_allocated_bytes_): (\d+) memory_limit_: (\d+) available bytes: -?\d+ curr_region_allocation_bytes_: (\d+)`)
-	poolSizeRE = regexp.MustCompile(`Allocator memory summary:.*\bpool size (\S+?),`)
-	poolLimRE  = regexp.MustCompile(`Allocator memory summary:.*\bpool limit (\S+?)\.?\s*$`)
-	growthRE   = regexp.MustCompile(`next region allocation target (\S+)`)
-	statsRE    = regexp.MustCompile(`(?:^|[\s\]])Stats:\s*$`)
-	statLineRE = regexp.MustCompile(`(?:^|[\s\]])(Limit|InUse|MaxInUse|NumAllocs|MaxAllocSize|Reserved|PeakReserved|LargestFreeBlock):\s+(\S+)\s*$`)
+	poolSizeRE = regexp.MustCompile(`Allocator memory summary:.*\bpool size (` + humanSizePat + `)`)
+	poolLimRE  = regexp.MustCompile(`Allocator memory summary:.*\bpool limit (` + humanSizePat + `)`)
+	usableRE   = regexp.MustCompile(`Allocator memory summary:.*\blargest free chunk usable by \w+ end (` + humanSizePat + `)`)
+	growthRE   = regexp.MustCompile(`next region allocation target (` + humanSizePat + `)`)
+	statsRE    = regexp.MustCompile(`(?:^|[\s\]])Stats:(.*)$`)
+	statKVRE   = regexp.MustCompile(`\b(Limit|InUse|MaxInUse|NumAllocs|MaxAllocSize|Reserved|PeakReserved|LargestFreeBlock):\s*(\S+)`)
+	statOnlyRE = regexp.MustCompile(`^\s*(?:(?:Limit|InUse|MaxInUse|NumAllocs|MaxAllocSize|Reserved|PeakReserved|LargestFreeBlock):\s*\S+\s*)+$`)
+	quoteRE    = regexp.MustCompile(`^[ \t]*(?:>[ \t]?)+`)
+	// recordStart finds the start of a line ParseLog reads, to tell when a
+	// line a terminal wrapped continues on the next.
+	recordStart = regexp.MustCompile(`\b(?:InUse|Free|Chunk)\s+at\s|Bin \(\d|Bin for |Next region of|Total bytes in pool|total_region_allocated_bytes_|\d+ Chunks of size|Sum Total of|Allocator \(.*?\) ran out of memory|[Rr]an out of memory trying|Size: \S+ \|`)
 )
 
-// ParseLog reads the text TensorFlow's BFC allocator logs when it runs out of
-// memory (DumpMemoryLog and the OOM headline before it), as users paste it
-// from stderr. name is used in errors. It keeps the first dump of the log and
-// ignores every line it does not know, so prefixes, interleaved Python output
-// and the like do no harm; lines may end in "\n", "\r\n" or "\r".
+// ParseLog reads the text TensorFlow's BFC allocator logs when it runs out
+// of memory (the headline and DumpMemoryLog), as users paste it from stderr
+// into an issue: whole or in part, from any TensorFlow release since 2015.
+// name is used in errors. It keeps the first dump of the log and ignores
+// every line it does not know, so prefixes, interleaved output from other
+// loggers and the like do no harm.
 //
-// From the log it takes:
+// Pasting damage it undoes: lines ending in "\n", "\r\n" or "\r"; glog or
+// TF prefixes or none; "> " quote markers; tabs turned into spaces and runs
+// of spaces; long lines a terminal wrapped (a line that starts one of the
+// dump's lines but stops short is joined with the lines after it, as long
+// as the join reads as one line).
 //
-//   - the allocator name, from "BFCAllocator dump for NAME" or the headline;
-//   - the failed request, from "ran out of memory trying to allocate X
-//     (rounded to N)requested by op OP": Rounded is N, Bytes is X read back
-//     from TF's human-readable form when that rounds to N and N otherwise
-//     (X is only approximate above 1 KiB);
+// Every format TensorFlow printed is read (FormatSeen lists them; the
+// snapshot's Log.Formats says which were seen):
+//
+//   - the headline: "Allocator (A) ran out of memory trying to allocate X
+//     (rounded to N)requested by op OP" (TF 2.x), "... allocate X.  Current
+//     allocation summary follows." (TF 1.x) and "Ran out of memory trying
+//     to allocate X.  See logs for memory state." (TF ≤ 1.2, printed after
+//     its dump); Request.Rounded is N when printed, else X rounded up to 256
+//     bytes (X is approximate above 1 KiB);
+//   - the bin lines, new and old (pre-2018 lines count only free chunks);
+//   - "Bin for X was Y, Chunk State:" and the chunks under it;
 //   - regions, from "Next region of size N", starting at the address of the
 //     chunk line that follows;
-//   - chunks, from "InUse at ADDR of size N ..." and "Free  at ...", in
-//     either the classic form or newer XLA's (" tag lower", an allocation
-//     annotation); a free chunk gets Bin = BinNumForSize(size), an in-use one
-//     -1. A log does not print the requested size: Requested stays 0.
-//   - the pool size, memory limit and next region size, from "Total bytes in
-//     pool: ..." (or its older name total_region_allocated_bytes_), or
-//     approximately from newer XLA's "Allocator memory summary: ... pool
-//     size X, pool limit Y" and "next region allocation target Z";
-//   - the counters, from the "Stats:" block: Limit, InUse, MaxInUse,
-//     NumAllocs, MaxAllocSize, as integers or human-readable sizes (then
-//     approximate, unless an exact figure is elsewhere in the log: the pool
-//     line's limit, the in-use chunks' total).
+//   - chunks: "Chunk at ADDR of size N" (in use) and "Free  at ADDR of size N"
+//     (TF ≤ 1.13), "InUse at ADDR next H of size N" (TF 1.14–2.1) and
+//     "InUse at ADDR of size N next H" (TF ≥ 2.2, with newer XLA's " tag
+//     lower" and annotations), with or without "0x" (Windows prints 16
+//     upper-case digits); a free chunk gets Bin = BinNumForSize(size), an
+//     in-use one -1; Requested stays 0, as a log does not print it;
+//   - "N Chunks of size S totalling X" and "Sum Total of in-use chunks";
+//   - the pool line "Total bytes in pool: ..." (or total_region_allocated_bytes_),
+//     or approximately newer XLA's "Allocator memory summary";
+//   - the "Stats:" block, one line or several, in integers or
+//     human-readable sizes.
 //
-// Stats.Fragmentation, which no log prints, is TF's metric computed over the
-// chunks. A log with neither chunk nor bin lines fails with ErrNoDump; a
-// chunk line that cannot be read, a chunk overlapping another, or a region
-// smaller than its chunks fails with a *SyntaxError.
+// Each printed figure is kept with its line in Snapshot.Log; Snapshot.Stats
+// holds the best figure for each counter (an exact one over TF's rounded
+// human-readable form). A line that starts a chunk line but cannot be read
+// is skipped and counted in Log.Skipped. A log with none of these lines
+// fails with ErrNoDump, saying what it saw; a chunk overlapping another or a
+// region smaller than its chunks fails with a *SyntaxError.
 func ParseLog(r io.Reader, name string) (*Snapshot, error) {
-	p := &logParser{name: name, s: &Snapshot{}}
+	p := &logParser{name: name, s: &Snapshot{}, ev: &LogEvidence{}}
+	p.s.Log = p.ev
 	lr := newLineReader(r)
+	var held heldLine
+	// prev is the segment before, and prevLine its line, for a line whose
+	// first words a terminal put on the line before.
+	prev, prevLine := "", 0
 	for {
 		seg, line, err := lr.next()
 		if err == io.EOF {
@@ -94,55 +131,219 @@ func ParseLog(r io.Reader, name string) (*Snapshot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", name, err)
 		}
-		if err := p.parseLine(seg, line); err != nil {
+		p.ev.Lines = line
+		if held.text != "" {
+			joined, st := p.join(&held, seg)
+			if st == wrapMore {
+				continue
+			}
+			text, at := joined, held.line
+			if st == wrapNone { // seg is not a continuation: read held as it is
+				text = normalize(held.text)
+			}
+			held = heldLine{}
+			prev = ""
+			if err := p.parseLine(text, at); err != nil {
+				return nil, err
+			}
+			if p.done {
+				break
+			}
+			if st == wrapJoined {
+				continue
+			}
+		}
+		at := line
+		if j, ok := joinPrefix(prev, seg); ok {
+			// A terminal cut the line inside its first words: the piece
+			// before holds its start.
+			seg, at = j, prevLine
+		}
+		prev, prevLine = seg, line
+		if text := normalize(seg); recordStart.MatchString(text) && !p.complete(text) {
+			held = heldLine{text: stripQuote(seg), line: at, width: len(seg)}
+			prev = ""
+			continue
+		}
+		if err := p.parseLine(normalize(seg), at); err != nil {
 			return nil, err
 		}
 		if p.done {
 			break
 		}
 	}
+	if held.text != "" && !p.done {
+		if err := p.parseLine(normalize(held.text), held.line); err != nil {
+			return nil, err
+		}
+	}
 	return p.finish()
 }
 
-// An estimate is a figure known with some confidence; a higher rank wins.
-type estimate struct {
-	v    int64
-	rank int
+// heldLine is a line that starts one of the dump's lines but stops short,
+// waiting for the rest a terminal wrapped onto the next lines.
+type heldLine struct {
+	text  string
+	line  int
+	width int // the first piece's length: a wrapping terminal's width
+	parts int
 }
 
-// Ranks of estimates: from a human-readable size, from a sum over chunks or
-// regions, and exact from an integer in the log.
+// maxWrapParts bounds how many pieces a wrapped line is joined from.
+const maxWrapParts = 4
+
+// minWrapWidth is the narrowest terminal joinPrefix believes wrapped a line.
+const minWrapWidth = 60
+
+// joinPrefix joins prev and seg when a terminal cut one of the dump's lines
+// inside its first words ("...bfc_allocator.cc:1095] InU" / "se at ..."):
+// prev is wide, holds no line ParseLog reads, and joined to seg makes one
+// that starts inside prev.
+func joinPrefix(prev, seg string) (string, bool) {
+	if len(prev) < minWrapWidth || recordStart.MatchString(normalize(prev)) {
+		return "", false
+	}
+	j := prev + stripQuote(seg)
+	loc := recordStart.FindStringIndex(j)
+	if loc == nil || loc[0] >= len(prev) {
+		return "", false
+	}
+	return j, true
+}
+
+// Outcomes of join.
 const (
-	rankHuman = 1 + iota
-	rankSum
-	rankExact
+	wrapNone   = iota // not a continuation
+	wrapJoined        // joined into a whole line
+	wrapMore          // a middle piece: more is to come
 )
 
-func (e *estimate) set(v int64, rank int) {
-	if rank > e.rank {
-		e.v, e.rank = v, rank
+// join tries seg as the continuation of held: joined directly (a wrap in
+// the middle of a word) or with a space, and returns the joined line when
+// that reads as a whole line. A piece as wide as the first is taken as a
+// middle piece of a line wrapped more than once, appended to held. Anything
+// else is not a continuation.
+func (p *logParser) join(held *heldLine, seg string) (string, int) {
+	cont := stripQuote(seg)
+	if strings.TrimSpace(cont) == "" || recordStart.MatchString(normalize(cont)) && !strings.HasPrefix(cont, " ") {
+		return "", wrapNone
 	}
+	for _, j := range []string{held.text + cont, held.text + " " + cont} {
+		if n := normalize(j); p.complete(n) {
+			return n, wrapJoined
+		}
+	}
+	if held.parts+1 < maxWrapParts && len(seg) == held.width {
+		held.text += cont
+		held.parts++
+		return "", wrapMore
+	}
+	return "", wrapNone
+}
+
+// stripQuote removes e-mail and Markdown quote markers ("> ", "> > ").
+func stripQuote(s string) string {
+	if m := quoteRE.FindStringIndex(s); m != nil && strings.Contains(s[:m[1]], ">") {
+		return s[m[1]:]
+	}
+	return s
+}
+
+// normalize undoes pasting damage within a line: quote markers and
+// surrounding blanks.
+func normalize(s string) string { return strings.TrimSpace(stripQuote(s)) }
+
+// complete reports whether text, which starts one of the dump's lines,
+// holds all of it: false for a line a terminal cut short.
+func (p *logParser) complete(text string) bool {
+	switch {
+	case chunkStart.MatchString(text):
+		m := chunkRE.FindStringSubmatch(text)
+		if m == nil {
+			return false
+		}
+		if m[1] == "Chunk" || m[3] != "" {
+			return true // TF ≤ 2.1: the size ends the line
+		}
+		if nextRE.MatchString(m[5]) {
+			return true
+		}
+		// "InUse at A of size N" without its " next H": cut short, unless
+		// this is a TF ≤ 1.13 "Free  at" line.
+		return m[1] == "Free" && p.sawOldChunks
+	case strings.Contains(text, "Bin ("):
+		return binLineRE.MatchString(text) && strings.HasSuffix(text, "in use in bin.")
+	case strings.Contains(text, "Bin for "):
+		return binForRE.MatchString(text)
+	case strings.Contains(text, "an out of memory trying"):
+		if m := headlineRE.FindStringSubmatch(text); m != nil {
+			rest := m[3]
+			return roundedRE.MatchString(rest) || strings.Contains(rest, "summary follows") ||
+				strings.Contains(rest, "not a failure") || strings.Contains(rest, "freed_by_count")
+		}
+		if m := oldHeadRE.FindStringSubmatch(text); m != nil {
+			return m[2] != ""
+		}
+		return false
+	case strings.Contains(text, "Next region of"):
+		return regionRE.MatchString(text)
+	case strings.Contains(text, "Total bytes in pool") || strings.Contains(text, "total_region_allocated_bytes_"):
+		return poolLineRE.MatchString(text)
+	case strings.Contains(text, "Chunks of size"):
+		return bySizeRE.MatchString(text) && strings.HasSuffix(text, "B")
+	case strings.Contains(text, "Sum Total of"):
+		return sumTotalRE.MatchString(text) && strings.HasSuffix(text, "B")
+	case strings.Contains(text, "Size: "):
+		return stateRE.MatchString(text)
+	}
+	return true
 }
 
 // logParser is ParseLog's state.
 type logParser struct {
 	name string
 	s    *Snapshot
+	ev   *LogEvidence
 
 	chunkLines  []int // line of each chunk in s.Chunks
 	regionLines []int // line of each region's header in s.Regions
 	// pending is the size and line of a "Next region" header whose first
 	// chunk has not been seen yet.
-	pending     *pendingRegion
-	sawBins     bool
-	inStats     bool
-	poolLineSet bool
-	done        bool
+	pending *pendingRegion
+	// stage is how far into a dump the lines have gone: a line of an
+	// earlier stage after a later one starts the next dump.
+	stage int
+	// closed: TF ≤ 1.2's headline, printed after its dump, was seen.
+	closed bool
+	// inStats: the lines after "Stats:" are its key-value lines.
+	inStats bool
+	// inBinFor: the lines after "Bin for" are its chunk states.
+	inBinFor     bool
+	sawOldChunks bool
+	oldBins      bool
+	// nonFatal counts TF's warnings for allocations it may retry, which
+	// print no dump.
+	nonFatal int
+	// oldestHeadline: TF 0.5–0.7's headline, without its final period.
+	oldestHeadline bool
+	done           bool
 	// regionOf is the region index of each chunk, -1 before any header.
 	regionOf []int
-
-	limit, pool, inUse, peak, numAllocs, largest, nextRegion estimate
+	// skipped are lines that start a chunk line but cannot be read.
+	skipped []string
+	formats map[string]bool
 }
+
+// Stages of a dump, in the order DumpMemoryLog prints them.
+const (
+	stageNone = iota
+	stageHeadline
+	stageBins
+	stageBinFor
+	stageChunks
+	stageSummary
+	stageStats
+)
 
 type pendingRegion struct {
 	size uint64
@@ -153,129 +354,333 @@ func (p *logParser) syntaxErr(line int, format string, args ...any) error {
 	return &SyntaxError{File: p.name, Line: line, Msg: fmt.Sprintf(format, args...)}
 }
 
-// dumpStarted reports whether the first dump's chunk lines have begun: a
-// new headline or dump after that belongs to a later failure.
-func (p *logParser) dumpStarted() bool { return len(p.s.Chunks) > 0 || p.poolLineSet }
+// enter moves the parser to stage st for a line of that stage, and reports
+// false (ending the parse) when the line belongs to a later dump.
+func (p *logParser) enter(st int) bool {
+	if p.closed || st < p.stage {
+		p.done = true
+		return false
+	}
+	p.stage = st
+	return true
+}
+
+// seen records that a line of format f was read at line.
+func (p *logParser) seen(f FormatSeen, line int) {
+	key := f.Kind + "\x00" + f.Form
+	if p.formats == nil {
+		p.formats = map[string]bool{}
+	}
+	if p.formats[key] {
+		return
+	}
+	p.formats[key] = true
+	f.Line = line
+	p.ev.Formats = append(p.ev.Formats, f)
+}
 
 func (p *logParser) parseLine(text string, line int) error {
 	if p.inStats {
-		if m := statLineRE.FindStringSubmatch(text); m != nil {
-			p.stat(m[1], m[2])
+		if statOnlyRE.MatchString(text) {
+			p.stats(text, line)
 			return nil
 		}
-		p.inStats = false
+		if text != "" {
+			p.inStats = false
+		}
 	}
-	if strings.Contains(text, "ran out of memory") {
-		m := headlineRE.FindStringSubmatch(text)
-		if m == nil {
-			return nil // TF's non-fatal variant, without "rounded to"
-		}
-		if p.dumpStarted() {
-			p.done = true
+	if p.inBinFor {
+		if m := stateRE.FindStringSubmatch(text); m != nil {
+			size, _ := humanFig(m[1], line)
+			req, _ := humanFig(m[2], line)
+			p.ev.BinFor.Chunks = append(p.ev.BinFor.Chunks, StateChunk{Size: size, Requested: req, InUse: m[3] != "0", Line: line})
 			return nil
 		}
-		rounded, err := strconv.ParseUint(m[3], 10, 64)
-		if err != nil {
-			return p.syntaxErr(line, "reading the rounded size %q: %v", m[3], err)
+		if text != "" {
+			p.inBinFor = false
 		}
-		bytes := rounded
-		if v, _, ok := parseHumanBytes(m[2]); ok && v > 0 && roundedBytes(v) == rounded {
-			bytes = v
-		}
-		if p.s.AllocatorName == "" {
+	}
+	switch {
+	case strings.Contains(text, "an out of memory trying to allocate"):
+		return p.headline(text, line)
+	case strings.Contains(text, "BFCAllocator dump for"):
+		if m := dumpForRE.FindStringSubmatch(text); m != nil {
+			if p.stage > stageHeadline || p.closed {
+				p.done = true
+				return nil
+			}
 			p.s.AllocatorName = m[1]
+			p.ev.DumpForLine = line
 		}
-		p.s.Request = &Request{Bytes: bytes, Rounded: rounded, Op: m[4]}
 		return nil
-	}
-	if m := dumpForRE.FindStringSubmatch(text); m != nil {
-		if p.dumpStarted() {
-			p.done = true
+	case strings.Contains(text, "Bin ("):
+		if m := binLineRE.FindStringSubmatch(text); m != nil {
+			if !p.enter(stageBins) {
+				return nil
+			}
+			p.bin(m, line)
+		}
+		return nil
+	case strings.Contains(text, "Bin for "):
+		if m := binForRE.FindStringSubmatch(text); m != nil {
+			if !p.enter(stageBinFor) {
+				return nil
+			}
+			req, _ := humanFig(m[1], line)
+			bin, _ := humanFig(m[2], line)
+			p.ev.BinFor = &BinFor{Request: req, BinSize: bin, Line: line}
+			p.inBinFor = true
+			p.seen(formatBinFor, line)
+		}
+		return nil
+	case strings.Contains(text, "Next region of size"):
+		m := regionRE.FindStringSubmatch(text)
+		if m == nil {
 			return nil
 		}
-		p.s.AllocatorName = m[1]
-		return nil
-	}
-	if binLineRE.MatchString(text) {
-		p.sawBins = true
-		return nil
-	}
-	if m := regionRE.FindStringSubmatch(text); m != nil {
+		if !p.enter(stageChunks) {
+			return nil
+		}
 		size, err := strconv.ParseUint(m[1], 10, 64)
 		if err != nil || size == 0 {
 			return p.syntaxErr(line, "bad region size %q", m[1])
 		}
 		p.pending = &pendingRegion{size: size, line: line}
+		p.ev.RegionHeaders++
+		return nil
+	case chunkStart.MatchString(text):
+		m := chunkRE.FindStringSubmatch(text)
+		if m == nil {
+			p.skip(line, "not a whole chunk line: %q", clip(text))
+			return nil
+		}
+		if !p.enter(stageChunks) {
+			return nil
+		}
+		return p.chunk(m, line)
+	case strings.Contains(text, "Chunks of size"):
+		if m := bySizeRE.FindStringSubmatch(text); m != nil {
+			if !p.enter(stageSummary) {
+				return nil
+			}
+			n, err1 := strconv.ParseInt(m[1], 10, 64)
+			size, err2 := strconv.ParseUint(m[2], 10, 64)
+			if err1 == nil && err2 == nil {
+				p.ev.BySize = append(p.ev.BySize, SizeCount{Count: n, Size: size, Line: line})
+				p.seen(formatSummary, line)
+			}
+		}
+		return nil
+	case strings.Contains(text, "Sum Total of in-use chunks"):
+		if m := sumTotalRE.FindStringSubmatch(text); m != nil {
+			if !p.enter(stageSummary) {
+				return nil
+			}
+			p.ev.SumTotal, _ = humanFig(m[1], line)
+			p.seen(formatSummary, line)
+		}
 		return nil
 	}
-	if m := chunkRE.FindStringSubmatch(text); m != nil {
-		return p.chunk(m, line)
-	}
-	if strings.Contains(text, "InUse at ") || strings.Contains(text, "Free  at ") {
-		return p.syntaxErr(line, "malformed chunk line (want \"InUse at ADDR of size N next H\" or \"Free  at ...\"): %q", clip(text))
-	}
 	if m := poolLineRE.FindStringSubmatch(text); m != nil {
-		pool, err1 := strconv.ParseInt(m[1], 10, 64)
-		limit, err2 := strconv.ParseInt(m[2], 10, 64)
-		next, err3 := strconv.ParseInt(m[3], 10, 64)
+		pool, err1 := strconv.ParseUint(m[1], 10, 64)
+		limit, err2 := strconv.ParseUint(m[2], 10, 64)
+		next, err3 := strconv.ParseUint(m[3], 10, 64)
 		if err := errors.Join(err1, err2, err3); err != nil {
 			return p.syntaxErr(line, "reading the pool line: %v", err)
 		}
-		p.pool.set(pool, rankExact)
-		p.limit.set(limit, rankExact)
-		p.nextRegion.set(next, rankExact)
-		p.poolLineSet = true
+		if !p.enter(stageSummary) {
+			return nil
+		}
+		p.ev.Pool = Fig{pool, true, line}
+		p.ev.PoolLimit = Fig{limit, true, line}
+		p.ev.NextRegion = Fig{next, true, line}
+		p.seen(formatPoolLine, line)
 		return nil
 	}
 	if strings.Contains(text, "Allocator memory summary:") {
+		if !p.enter(stageSummary) {
+			return nil
+		}
 		if m := poolSizeRE.FindStringSubmatch(text); m != nil {
-			if v, _, ok := parseHumanBytes(m[1]); ok {
-				p.pool.set(clampInt64(v), rankHuman)
-			}
+			f, _ := humanFig(m[1], line)
+			p.ev.Pool.set(f)
 		}
 		if m := poolLimRE.FindStringSubmatch(text); m != nil {
-			if v, _, ok := parseHumanBytes(m[1]); ok {
-				p.limit.set(clampInt64(v), rankHuman)
-			}
+			f, _ := humanFig(m[1], line)
+			p.ev.PoolLimit.set(f)
 		}
-		p.poolLineSet = true
+		if m := usableRE.FindStringSubmatch(text); m != nil {
+			p.ev.LargestUsable, _ = humanFig(m[1], line)
+		}
+		p.seen(formatPoolXLA, line)
 		return nil
 	}
 	if m := growthRE.FindStringSubmatch(text); m != nil {
-		if v, _, ok := parseHumanBytes(strings.TrimSuffix(m[1], ".")); ok {
-			p.nextRegion.set(clampInt64(v), rankHuman)
-		}
+		f, _ := humanFig(m[1], line)
+		p.ev.NextRegion.set(f)
 		return nil
 	}
-	if statsRE.MatchString(text) {
+	if m := statsRE.FindStringSubmatch(text); m != nil {
+		if !p.enter(stageStats) {
+			return nil
+		}
+		p.ev.StatsLine = line
 		p.inStats = true
+		p.seen(formatStats, line)
+		p.stats(m[1], line)
 	}
 	return nil
 }
 
-// chunk reads one "InUse at"/"Free  at" line, matched by chunkRE.
+// skip notes a line that looks like one of the dump's lines but cannot be
+// read.
+func (p *logParser) skip(line int, format string, args ...any) {
+	p.skipped = append(p.skipped, fmt.Sprintf("line %d: ", line)+fmt.Sprintf(format, args...))
+}
+
+// headline reads an out-of-memory headline, in any of its forms.
+func (p *logParser) headline(text string, line int) error {
+	var req Request
+	var rounded bool
+	name := ""
+	if m := headlineRE.FindStringSubmatch(text); m != nil {
+		rest := m[3]
+		if strings.Contains(rest, "not a failure") || strings.Contains(rest, "freed_by_count") {
+			p.nonFatal++
+			return nil // TF's non-fatal warning: no dump follows
+		}
+		name = m[1]
+		bytes, _, _ := parseHumanBytes(m[2])
+		if rm := roundedRE.FindStringSubmatch(rest); rm != nil {
+			n, err := strconv.ParseUint(rm[1], 10, 64)
+			if err != nil {
+				return p.syntaxErr(line, "reading the rounded size %q: %v", rm[1], err)
+			}
+			if bytes == 0 || roundedBytes(bytes) != n {
+				bytes = n // X is only approximate above 1 KiB
+			}
+			req = Request{Bytes: bytes, Rounded: n, Op: rm[2]}
+			rounded = true
+			p.seen(formatHeadlineRounded, line)
+		} else {
+			req = Request{Bytes: bytes, Rounded: roundedBytes(bytes)}
+			p.seen(formatHeadlineSummary, line)
+		}
+	} else if strings.Contains(text, "not a failure") {
+		p.nonFatal++
+		return nil
+	} else if m := oldHeadRE.FindStringSubmatch(text); m != nil {
+		bytes, _, _ := parseHumanBytes(m[1])
+		// TF 0.5–0.7 end the line without a period; they list every
+		// chunk, free ones too, as "Chunk at".
+		p.oldestHeadline = m[2] != "" && !strings.HasSuffix(strings.TrimSpace(text), ".")
+		req = Request{Bytes: bytes, Rounded: roundedBytes(bytes)}
+		p.seen(formatHeadlineOld, line)
+		// Printed after its dump: it names that dump's request and closes it.
+		p.s.Request = &req
+		p.ev.HeadlineLine, p.ev.HeadlineRounded = line, false
+		if p.stage > stageHeadline {
+			p.closed = true
+		}
+		return nil
+	} else {
+		return nil
+	}
+	if p.stage > stageHeadline || p.closed {
+		p.done = true // the next failure's dump
+		return nil
+	}
+	if name != "" && p.s.AllocatorName == "" {
+		p.s.AllocatorName = name
+	}
+	p.s.Request = &req
+	p.ev.HeadlineLine, p.ev.HeadlineRounded = line, rounded
+	p.stage = stageHeadline
+	return nil
+}
+
+// bin reads one bin line, matched by binLineRE.
+func (p *logParser) bin(m []string, line int) {
+	size, err := strconv.ParseUint(m[1], 10, 64)
+	if err != nil || size < 1<<minAllocationBits {
+		return
+	}
+	// TF 0.5–0.6 kept bins up to twice the memory, beyond bin 20.
+	b := PrintedBin{Bin: bits.Len64(size>>minAllocationBits) - 1, Line: line}
+	b.Total, _ = strconv.ParseInt(m[2], 10, 64)
+	b.InUse, _ = strconv.ParseInt(m[3], 10, 64)
+	old := m[4] == "" || strings.Contains(m[5], "client-requested for chunks")
+	for _, f := range binFieldRE.FindAllStringSubmatch(m[5], -1) {
+		v, _ := humanFig(f[1], line)
+		switch f[2] {
+		case "allocated for chunks":
+			b.BytesInBin = v
+		case "in use in bin":
+			b.BytesInUse = v
+		case "client-requested in use in bin":
+			b.RequestedInUse = v
+		}
+	}
+	if old {
+		p.oldBins = true
+		p.seen(formatBinsFree, line)
+	} else {
+		p.seen(formatBinsAll, line)
+	}
+	p.ev.Bins = append(p.ev.Bins, b)
+}
+
+// humanFig reads a size as TF prints it into a Fig.
+func humanFig(s string, line int) (Fig, bool) {
+	v, exact, ok := parseHumanBytes(s)
+	if !ok {
+		return Fig{}, false
+	}
+	return Fig{V: v, Exact: exact, Line: line}, true
+}
+
+// chunk reads one chunk line, matched by chunkRE.
 func (p *logParser) chunk(m []string, line int) error {
 	addr, err := strconv.ParseUint(m[2], 16, 64)
 	if err != nil {
-		return p.syntaxErr(line, "bad chunk address %q", m[2])
+		p.skip(line, "bad chunk address %q", m[2])
+		return nil
 	}
-	size, err := strconv.ParseUint(m[3], 10, 64)
+	size, err := strconv.ParseUint(m[4], 10, 64)
 	if err != nil || size == 0 {
-		return p.syntaxErr(line, "bad chunk size %q", m[3])
+		p.skip(line, "bad chunk size %q", m[4])
+		return nil
 	}
 	if addr+size < addr {
-		return p.syntaxErr(line, "chunk at %#x of size %d runs past the end of the address space", addr, size)
+		p.skip(line, "chunk at %#x of size %d runs past the end of the address space", addr, size)
+		return nil
 	}
-	c := Chunk{Addr: addr, Size: size, InUse: m[1] == "InUse", Bin: -1}
+	c := Chunk{Addr: addr, Size: size, InUse: m[1] != "Free", Bin: -1}
 	if !c.InUse {
 		c.Bin = BinNumForSize(size)
 	}
-	if om := chunkOpRE.FindStringSubmatch(m[4]); om != nil {
+	next := m[3]
+	switch {
+	case m[1] == "Chunk" || (m[3] == "" && !nextRE.MatchString(m[5])):
+		p.sawOldChunks = true
+		p.seen(formatChunksOld, line)
+	case m[3] != "":
+		p.seen(formatChunksMid, line)
+	default:
+		p.seen(formatChunksNew, line)
+		if nm := nextRE.FindStringSubmatch(m[5]); nm != nil {
+			next = nm[1]
+		}
+	}
+	if next == strconv.FormatUint(invalidChunkHandle, 10) {
+		p.ev.RegionEnds++
+	}
+	if om := chunkOpRE.FindStringSubmatch(m[5]); om != nil {
 		c.OpName = om[1]
 		c.ActionCount, _ = strconv.ParseUint(om[2], 10, 64)
 		c.StepID, _ = strconv.ParseUint(om[3], 10, 64)
 	}
-	if fm := freedAtRE.FindStringSubmatch(m[4]); fm != nil {
+	if fm := freedAtRE.FindStringSubmatch(m[5]); fm != nil {
 		c.FreedAtCount, _ = strconv.ParseUint(fm[1], 10, 64)
 	}
 	if p.pending != nil {
@@ -286,87 +691,100 @@ func (p *logParser) chunk(m []string, line int) error {
 	p.s.Chunks = append(p.s.Chunks, c)
 	p.chunkLines = append(p.chunkLines, line)
 	p.regionOf = append(p.regionOf, len(p.s.Regions)-1)
+	ev := p.ev
+	ev.ChunkLines++
+	if c.InUse {
+		ev.InUseChunkLines++
+	} else {
+		ev.FreeChunkLines++
+	}
+	if ev.FirstChunkLine == 0 {
+		ev.FirstChunkLine = line
+	}
+	ev.LastChunkLine = line
 	return nil
 }
 
-// stat reads one line of AllocatorStats::DebugString.
-func (p *logParser) stat(key, val string) {
-	v, exact, ok := parseHumanBytes(val)
-	if !ok {
-		return
-	}
-	rank := rankHuman
-	if exact {
-		rank = rankExact
-	}
-	n := clampInt64(v)
-	switch key {
-	case "Limit":
-		if n > 0 { // classic TF prints 0 for an allocator without a limit
-			p.limit.set(n, rank)
+// stats reads the key-value pairs of AllocatorStats::DebugString in text.
+func (p *logParser) stats(text string, line int) {
+	for _, kv := range statKVRE.FindAllStringSubmatch(text, -1) {
+		f, ok := humanFig(kv[2], line)
+		if !ok {
+			continue
 		}
-	case "InUse":
-		p.inUse.set(n, rank)
-	case "MaxInUse":
-		p.peak.set(n, rank)
-	case "NumAllocs":
-		p.numAllocs.set(n, rank)
-	case "MaxAllocSize":
-		p.largest.set(n, rank)
+		ev := p.ev
+		switch kv[1] {
+		case "Limit":
+			if f.V > 0 { // classic TF prints 0 for an allocator without a limit
+				ev.Limit.set(f)
+			}
+		case "InUse":
+			ev.InUse.set(f)
+		case "MaxInUse":
+			ev.MaxInUse.set(f)
+		case "NumAllocs":
+			ev.NumAllocs.set(f)
+		case "MaxAllocSize":
+			ev.MaxAllocSize.set(f)
+		case "LargestFreeBlock":
+			if f.V > 0 {
+				ev.LargestFreeBlock.set(f)
+			}
+		}
 	}
 }
 
 // finish checks the chunks and regions and fills the stats.
 func (p *logParser) finish() (*Snapshot, error) {
-	s := p.s
-	if len(s.Chunks) == 0 && !p.sawBins {
-		return nil, fmt.Errorf("%s: %w", p.name, ErrNoDump)
+	s, ev := p.s, p.ev
+	if len(s.Chunks) == 0 && len(ev.Bins) == 0 && s.Request == nil && ev.BinFor == nil &&
+		len(ev.BySize) == 0 && !ev.SumTotal.Known() && !ev.Pool.Known() && ev.StatsLine == 0 {
+		return nil, p.noDump()
 	}
+	ev.Skipped = p.skipped
+	ev.ChunkAtAll = p.oldestHeadline && ev.FreeChunkLines == 0 && ev.InUseChunkLines > 0
+	ev.BinsFreeOnly = p.oldBins && !slices.ContainsFunc(ev.Bins, func(b PrintedBin) bool { return b.InUse > 0 })
 	if err := p.checkRegions(); err != nil {
 		return nil, err
 	}
-	// Order chunks by address, keeping their lines for error messages.
+	// Order chunks by address. A chunk overlapping one listed before it
+	// comes from another dump pasted in: it is left out, with a note.
 	idx := make([]int, len(s.Chunks))
 	for i := range idx {
 		idx[i] = i
 	}
 	slices.SortStableFunc(idx, func(a, b int) int { return byAddr(s.Chunks[a], s.Chunks[b]) })
-	chunks := make([]Chunk, len(idx))
-	for k, i := range idx {
-		chunks[k] = s.Chunks[i]
-		if k > 0 {
-			prev := chunks[k-1]
-			if chunks[k].Addr < prev.Addr+prev.Size {
-				return nil, p.syntaxErr(max(p.chunkLines[i], p.chunkLines[idx[k-1]]),
-					"chunk at %#x overlaps the chunk at %#x of size %d (line %d)",
-					chunks[k].Addr, prev.Addr, prev.Size, min(p.chunkLines[i], p.chunkLines[idx[k-1]]))
+	chunks := make([]Chunk, 0, len(idx))
+	lineOf := make([]int, 0, len(idx))
+	for _, i := range idx {
+		c := s.Chunks[i]
+		if n := len(chunks); n > 0 && c.Addr < chunks[n-1].Addr+chunks[n-1].Size {
+			prev := chunks[n-1]
+			ev.Damage = append(ev.Damage, fmt.Sprintf("The chunk at %#x of size %d (line %d) overlaps the chunk at %#x of size %d (line %d): the paste mixes lines of two dumps, so line %d is left out.",
+				c.Addr, c.Size, p.chunkLines[i], prev.Addr, prev.Size, lineOf[n-1], p.chunkLines[i]))
+			s.Regions = nil
+			ev.ChunkLines--
+			if c.InUse {
+				ev.InUseChunkLines--
+			} else {
+				ev.FreeChunkLines--
 			}
+			continue
 		}
+		chunks = append(chunks, c)
+		lineOf = append(lineOf, p.chunkLines[i])
 	}
 	s.Chunks = chunks
 	slices.SortStableFunc(s.Regions, func(a, b Region) int {
 		return byAddr(Chunk{Addr: a.Addr}, Chunk{Addr: b.Addr})
 	})
-
-	var inUseSum uint64
-	for _, c := range s.Chunks {
-		if c.InUse {
-			inUseSum += c.Size
-		}
+	if s.Request == nil && ev.BinFor != nil && ev.BinFor.Request.V > 0 {
+		// No headline in the paste: the "Bin for" line still names the
+		// rounded request.
+		s.Request = &Request{Bytes: ev.BinFor.Request.V, Rounded: roundedBytes(ev.BinFor.Request.V)}
 	}
-	if len(s.Chunks) > 0 {
-		p.inUse.set(clampInt64(inUseSum), rankSum)
-	}
-	s.Stats = Stats{
-		NumAllocs:                 p.numAllocs.v,
-		BytesInUse:                p.inUse.v,
-		PeakBytesInUse:            p.peak.v,
-		LargestAllocSize:          p.largest.v,
-		BytesLimit:                p.limit.v,
-		PoolBytes:                 p.pool.v,
-		CurrRegionAllocationBytes: p.nextRegion.v,
-	}
-	if p.pool.rank == rankHuman && len(s.Regions) > 0 {
+	s.Stats = p.stats0()
+	if s.Stats.PoolBytes > 0 && !ev.Pool.Exact && len(s.Regions) > 0 {
 		s.Stats.PoolBytes = 0 // the regions' exact total stands in
 	}
 	sum := s.Summarize()
@@ -377,12 +795,75 @@ func (p *logParser) finish() (*Snapshot, error) {
 	return s, nil
 }
 
+// stats0 fills Snapshot.Stats with the best figure the log gives for each
+// counter: an exact figure over an approximate one, and for the bytes in
+// use the Stats block over the in-use chunk lines' total (which a partial
+// paste makes too small) unless the two agree within TF's rounding.
+func (p *logParser) stats0() Stats {
+	ev := p.ev
+	limit := ev.PoolLimit
+	if !limit.Exact && ev.Limit.Known() {
+		limit.set(ev.Limit)
+	}
+	var inUseSum uint64
+	for _, c := range p.s.Chunks {
+		if c.InUse {
+			inUseSum += c.Size
+		}
+	}
+	inUse := ev.InUse
+	if !inUse.Known() {
+		inUse = printedInUse(ev)
+	}
+	if len(p.s.Chunks) > 0 && (!inUse.Known() || !inUse.Exact && approxEqual(inUse, inUseSum)) {
+		inUse = Fig{V: inUseSum, Exact: true}
+	}
+	return Stats{
+		NumAllocs:                 clampInt64(ev.NumAllocs.V),
+		BytesInUse:                clampInt64(inUse.V),
+		PeakBytesInUse:            clampInt64(ev.MaxInUse.V),
+		LargestAllocSize:          clampInt64(ev.MaxAllocSize.V),
+		BytesLimit:                clampInt64(limit.V),
+		PoolBytes:                 clampInt64(ev.Pool.V),
+		CurrRegionAllocationBytes: clampInt64(ev.NextRegion.V),
+	}
+}
+
+// noDump is ErrNoDump with what the input held instead.
+func (p *logParser) noDump() error {
+	msg := fmt.Sprintf("%s: %v in %d lines", p.name, ErrNoDump, p.ev.Lines)
+	switch {
+	case p.nonFatal > 0:
+		msg += fmt.Sprintf(": only %d of TensorFlow's warnings for an allocation it may retry (\"The caller indicates that this is not a failure\"), which come without a dump: the run went on", p.nonFatal)
+	case len(p.skipped) > 0:
+		msg += ": the lines that look like chunk lines cannot be read: " + strings.Join(p.skipped[:min(3, len(p.skipped))], "; ")
+	default:
+		msg += ": none is a line TensorFlow's BFC allocator prints on an out-of-memory"
+	}
+	msg += ` (known: the headline "Allocator (A) ran out of memory trying to allocate X" or "Ran out of memory trying to allocate X", ` +
+		`bin lines "Bin (256): Total Chunks: ...", chunk lines "InUse at", "Chunk at" or "Free  at ADDR ... of size N", ` +
+		`"Sum Total of in-use chunks", "Stats:"; docs/allocators/bfc.md lists every TensorFlow version's form)`
+	return &noDumpError{msg: msg}
+}
+
+type noDumpError struct{ msg string }
+
+func (e *noDumpError) Error() string { return e.msg }
+func (e *noDumpError) Unwrap() error { return ErrNoDump }
+
 // checkRegions drops the regions when some chunk came before any "Next
 // region" header (the log lost lines, so they describe only part of the
-// pool), and otherwise checks that each region holds its chunks.
+// pool), when a chunk lies outside the region its line follows (a header
+// was lost), or when regions overlap (lines of two dumps); the regions are
+// then inferred from gaps between chunks, and a note says why.
 func (p *logParser) checkRegions() error {
 	s := p.s
 	if len(s.Regions) == 0 {
+		return nil
+	}
+	drop := func(note string) error {
+		p.ev.Damage = append(p.ev.Damage, note+" The regions are inferred from gaps between chunks instead.")
+		s.Regions, p.regionLines = nil, nil
 		return nil
 	}
 	if slices.Contains(p.regionOf, -1) {
@@ -392,8 +873,8 @@ func (p *logParser) checkRegions() error {
 	for i, c := range s.Chunks {
 		r := s.Regions[p.regionOf[i]]
 		if c.Addr < r.Addr || c.Addr+c.Size > r.Addr+r.Size || c.Addr+c.Size < c.Addr {
-			return p.syntaxErr(p.chunkLines[i], "chunk at %#x of size %d lies outside its region at %#x of size %d (line %d)",
-				c.Addr, c.Size, r.Addr, r.Size, p.regionLines[p.regionOf[i]])
+			return drop(fmt.Sprintf("The chunk at %#x (line %d) lies outside the region of line %d (%#x, %s): a \"Next region\" line is missing.",
+				c.Addr, p.chunkLines[i], p.regionLines[p.regionOf[i]], r.Addr, ib(r.Size)))
 		}
 	}
 	for i := 1; i < len(s.Regions); i++ {
@@ -402,8 +883,8 @@ func (p *logParser) checkRegions() error {
 			a, b = b, a
 		}
 		if b.Addr < a.Addr+a.Size {
-			return p.syntaxErr(p.regionLines[i], "region at %#x of size %d overlaps the region at %#x of size %d",
-				b.Addr, b.Size, a.Addr, a.Size)
+			return drop(fmt.Sprintf("The region of line %d (%#x, %s) overlaps another: the paste mixes lines of two dumps.",
+				p.regionLines[i], s.Regions[i].Addr, ib(s.Regions[i].Size)))
 		}
 	}
 	return nil

@@ -162,17 +162,14 @@ func TestParseLogErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, in, want string
 	}{
-		{"empty", "", "e.log: no BFC allocator dump found"},
-		{"unrelated text", "Epoch 1/10\nloss: 0.3\n", "e.log: no BFC allocator dump found"},
-		{"bad address", "BFCAllocator dump for x\nInUse at 7fzz of size 256 next 1\n", "e.log:2: malformed chunk line"},
-		{"truncated", "x\ny\nFree  at 7f00 of siz", "e.log:3: malformed chunk line"},
-		{"huge address", "InUse at 1ffffffffffffffff of size 256 next 1\n", `e.log:1: bad chunk address "1ffffffffffffffff"`},
-		{"zero size", "InUse at 100 of size 0 next 1\n", `e.log:1: bad chunk size "0"`},
-		{"huge size", "InUse at 100 of size 99999999999999999999 next 1\n", `e.log:1: bad chunk size`},
-		{"wraps", "InUse at ffffffffffffff00 of size 512 next 1\n", "e.log:1: chunk at 0xffffffffffffff00 of size 512 runs past the end of the address space"},
-		{"overlap", "InUse at 1000 of size 4096 next 1\nFree  at 1800 of size 256 next 2\n", "e.log:2: chunk at 0x1800 overlaps the chunk at 0x1000 of size 4096 (line 1)"},
-		{"region too small", "Next region of size 256\nInUse at 1000 of size 4096 next 1\n", "e.log:2: chunk at 0x1000 of size 4096 lies outside its region at 0x1000 of size 256 (line 1)"},
+		{"empty", "", "e.log: no BFC allocator dump found in 0 lines: none is a line TensorFlow's BFC allocator prints"},
+		{"unrelated text", "Epoch 1/10\nloss: 0.3\n", "e.log: no BFC allocator dump found in 2 lines: none is a line"},
+		{"only warnings", "Allocator (GPU_0_bfc) ran out of memory trying to allocate 1.50MiB with freed_by_count=0. The caller indicates that this is not a failure, but may mean that there could be performance gains if more memory were available.\n" +
+			"Ran out of memory trying to allocate 1.09GiB. The caller indicates that this is not a failure, but may mean that there could be performance gains if more memory is available.\n",
+			"only 2 of TensorFlow's warnings for an allocation it may retry"},
+		{"unreadable chunk lines", "x\ny\nFree  at 7f00 of siz", "the lines that look like chunk lines cannot be read: line 3: not a whole chunk line"},
 		{"bad rounded size", "Allocator (x) ran out of memory trying to allocate 1B (rounded to 99999999999999999999)requested by op y\n", "e.log:1: reading the rounded size"},
+		{"zero region", "Next region of size 0\nInUse at 100 of size 256 next 1\n", "e.log:1: bad region size"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseLog(strings.NewReader(tc.in), "e.log")
@@ -182,7 +179,7 @@ func TestParseLogErrors(t *testing.T) {
 	}
 	_, err := ParseLog(strings.NewReader(""), "e.log")
 	assert.ErrorIs(t, err, ErrNoDump)
-	_, err = ParseLog(strings.NewReader("InUse at zz of size 1 next 1"), "e.log")
+	_, err = ParseLog(strings.NewReader("Allocator (x) ran out of memory trying to allocate 1B (rounded to 99999999999999999999)requested by op y"), "e.log")
 	var serr *SyntaxError
 	require.ErrorAs(t, err, &serr)
 	assert.Equal(t, SyntaxError{File: "e.log", Line: 1, Msg: serr.Msg}, *serr)
@@ -190,6 +187,37 @@ func TestParseLogErrors(t *testing.T) {
 	boom := errors.New("read failed")
 	_, err = ParseLog(failReader{boom}, "e.log")
 	assert.ErrorIs(t, err, boom)
+}
+
+// TestParseLogDamage: lines that cannot be one pool (unreadable chunk
+// lines, chunks of two dumps, lost region headers) are worked around and
+// said, not fatal: a pasted log is rarely whole.
+func TestParseLogDamage(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		chunks   int
+		regions  int
+		note     string
+	}{
+		{"bad address", "InUse at 100 of size 256 next 1\nInUse at 7fzz of size 256 next 1\n", 1, 0, "line 2: not a whole chunk line"},
+		{"huge address", "InUse at 100 of size 256 next 1\nInUse at 1ffffffffffffffff of size 256 next 1\n", 1, 0, `line 2: bad chunk address "1ffffffffffffffff"`},
+		{"zero size", "InUse at 100 of size 256 next 1\nInUse at 200 of size 0 next 1\n", 1, 0, `line 2: bad chunk size "0"`},
+		{"huge size", "InUse at 100 of size 256 next 1\nInUse at 200 of size 99999999999999999999 next 1\n", 1, 0, "line 2: bad chunk size"},
+		{"wraps", "InUse at 100 of size 256 next 1\nInUse at ffffffffffffff00 of size 512 next 1\n", 1, 0, "chunk at 0xffffffffffffff00 of size 512 runs past the end of the address space"},
+		{"overlap", "InUse at 1000 of size 4096 next 1\nFree  at 1800 of size 256 next 2\n", 1, 0, "The chunk at 0x1800 of size 256 (line 2) overlaps the chunk at 0x1000 of size 4096 (line 1): the paste mixes lines of two dumps, so line 2 is left out."},
+		{"region too small", "Next region of size 256\nInUse at 1000 of size 4096 next 1\n", 1, 0, "The chunk at 0x1000 (line 2) lies outside the region of line 1 (0x1000, 256 B): a \"Next region\" line is missing."},
+		{"region header lost", "Next region of size 512\nInUse at 1000 of size 256 next 1\nFree  at 1100 of size 256 next 18446744073709551615\nInUse at 9000 of size 256 next 3\n", 3, 0, "lies outside the region of line 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := ParseLog(strings.NewReader(tc.in), "e.log")
+			require.NoError(t, err)
+			assert.Len(t, s.Chunks, tc.chunks)
+			assert.Len(t, s.Regions, tc.regions)
+			rep := NewInspectReport(s, false)
+			assert.True(t, rep.Source.Partial)
+			assert.Contains(t, strings.Join(rep.Source.Notes, "\n"), tc.note)
+		})
+	}
 }
 
 type failReader struct{ err error }

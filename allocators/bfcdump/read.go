@@ -35,15 +35,18 @@ const MaxInputBytes = 1 << 30
 // logMarkers are strings that only a BFC log holds. Any of them in valid
 // UTF-8 text makes Read take the input for a log.
 var logMarkers = [][]byte{
-	[]byte("InUse at "), []byte("Free  at "), []byte("Bin ("),
-	[]byte("ran out of memory"), []byte("BFCAllocator dump for"),
+	[]byte("InUse at "), []byte("Free  at "), []byte("Free at "), []byte("Chunk at "), []byte("Bin ("),
+	[]byte("ran out of memory"), []byte("Ran out of memory"), []byte("BFCAllocator dump for"),
+	[]byte("Chunks of size"), []byte("Sum Total of in-use chunks"), []byte("MaxInUse:"),
+	[]byte("Bin for "), []byte("Total bytes in pool"), []byte("total_region_allocated_bytes_"),
 }
 
 // Read reads a BFC allocator state from r, whichever form it is in: a
 // MemoryDump protobuf (Unmarshal) or a TensorFlow OOM log (ParseLog). name is
 // used in errors. Input over MaxInputBytes is refused. Text holding one of
-// the log's marker strings ("InUse at ", "Free  at ", "Bin (", "ran out of
-// memory", "BFCAllocator dump for") is parsed as a log; anything else is
+// the log's marker strings (logMarkers: "InUse at ", "Chunk at ", "Bin (",
+// "ran out of memory", "Sum Total of in-use chunks", "MaxInUse:", ...) is
+// parsed as a log, whatever part of the dump it is; anything else is
 // decoded as a MemoryDump, and an input that is neither fails with an error
 // that says so.
 func Read(r io.Reader, name string) (*Snapshot, Format, error) {
@@ -81,5 +84,5 @@ func readLimited(r io.Reader, name string, limit int64) (*Snapshot, Format, erro
 		s, err := ParseLog(bytes.NewReader(data), name)
 		return s, FormatLog, err
 	}
-	return nil, 0, fmt.Errorf("%s: neither a MemoryDump protobuf nor a TensorFlow BFC log (no \"InUse at\", \"Bin (\" or \"ran out of memory\" lines; as a protobuf: %w)", name, perr)
+	return nil, 0, fmt.Errorf("%s: neither a MemoryDump protobuf nor a TensorFlow BFC log (no line of TensorFlow's dump, such as \"ran out of memory\", \"Bin (\", \"InUse at\", \"Chunk at\" or \"Sum Total of in-use chunks\"; as a protobuf: %w)", name, perr)
 }

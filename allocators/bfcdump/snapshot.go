@@ -29,6 +29,10 @@ type Snapshot struct {
 	// index (0-based) and its line in the trace file. Both 0 when unknown.
 	Event int64
 	Line  int64
+
+	// Log is what a TensorFlow OOM log printed besides its chunk lines, for
+	// a snapshot ParseLog read; nil otherwise.
+	Log *LogEvidence
 }
 
 // Region is one reservation from the device, [Addr, Addr+Size).
