@@ -66,9 +66,12 @@ func TestEraLogs(t *testing.T) {
 			if e.chunks == "all" {
 				// TF 0.6–0.7: no Stats, and free chunks printed as in use.
 				assert.Equal(t, VerdictUndetermined, rep.Explanation.Verdict)
-				assert.True(t, rep.Source.Partial)
-				assert.Contains(t, strings.Join(rep.Source.Notes, " "), "print every chunk, free ones too")
+				assert.False(t, rep.Source.Partial, "notes: %q", rep.Source.Notes)
+				assert.Contains(t, strings.Join(rep.Source.Missing, " "), "print every chunk, free ones too")
 				assert.Equal(t, wantSum.BytesInUse, rep.Summary.BytesInUse, "the Sum Total less the free bytes of the bin lines")
+				assert.Equal(t, wantSum.ChunksInUse, rep.Summary.ChunksInUse)
+				assert.Equal(t, wantSum.FreeChunks, rep.Summary.FreeChunks)
+				assert.Equal(t, wantSum.LargestFreeChunk, rep.Summary.LargestFreeChunk, "the top bin's one free chunk")
 				return
 			}
 			assert.False(t, rep.Source.Partial, "notes: %q", rep.Source.Notes)

@@ -247,7 +247,8 @@ func explainLog(s *Snapshot, r *reading) Explanation {
 		ex.Verdict = VerdictTooLarge
 		text = append(text, fmt.Sprintf("Too large: %s exceeds the whole memory limit of %s; it cannot fit however the pool is laid out.",
 			asked, ib(sum.MemoryLimit)))
-	case r.limitKnown && r.inUseKnown && satAdd(sum.BytesInUse, need) > sum.MemoryLimit:
+	case r.limitKnown && (r.inUseKnown || r.inUseAtLeast) && satAdd(sum.BytesInUse, need) > sum.MemoryLimit:
+		// A lower bound on the bytes in use suffices to show the overshoot.
 		cite("bytes_in_use", "bytes in use")
 		cite("memory_limit", "memory limit")
 		ex.Verdict = VerdictOutOfMemory

@@ -139,9 +139,12 @@ func WriteInspect(w io.Writer, s *Snapshot, opt InspectOptions) error {
 		}
 	}
 
-	if rep.Source != nil && rep.Source.Partial {
+	switch {
+	case s.Log != nil && s.Log.ChunkAtAll:
+		ew.printf("\noccupancy (TF's RenderOccupancy; TF 0.6–0.7 do not say which chunks are free, so all are drawn in use)\n")
+	case rep.Source != nil && rep.Source.Partial:
 		ew.printf("\noccupancy (TF's RenderOccupancy over the pasted chunk lines only: the paste is partial)\n")
-	} else {
+	default:
 		ew.printf("\noccupancy (TF's RenderOccupancy: 100 cells over the regions end to end)\n")
 	}
 	if rep.Occupancy == noMemory {

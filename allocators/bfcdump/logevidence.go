@@ -77,6 +77,9 @@ type Fig struct {
 	V     uint64
 	Exact bool
 	Line  int
+	// tol is how far V may be from the exact figure when it sums several
+	// of TF's rounded figures; 0 means one figure's rounding.
+	tol uint64
 }
 
 // Known reports whether the log printed the figure.
@@ -156,7 +159,9 @@ var (
 		Form: "Bin (256): \tTotal Chunks: N, Chunks in use: 0 XB allocated for chunks. YB client-requested for chunks. ... (free chunks only)"}
 	formatBinsAll = FormatSeen{Kind: "bin lines", Versions: "1.4+",
 		Form: "Bin (256): \tTotal Chunks: N, Chunks in use: M. XB allocated for chunks. YB in use in bin. ZB client-requested in use in bin. (every chunk)"}
-	formatChunksOld = FormatSeen{Kind: "chunk lines", Versions: "0.6–1.13",
+	formatChunksAll = FormatSeen{Kind: "chunk lines", Versions: "0.6–0.7",
+		Form: "Chunk at ADDR of size N (every chunk, free ones too)"}
+	formatChunksOld = FormatSeen{Kind: "chunk lines", Versions: "0.8–1.13",
 		Form: "Chunk at ADDR of size N / Free  at ADDR of size N"}
 	formatChunksMid = FormatSeen{Kind: "chunk lines", Versions: "1.14–2.0",
 		Form: "InUse at ADDR next H of size N / Free  at ADDR next H of size N"}
@@ -187,4 +192,10 @@ func (ev *LogEvidence) BinsWhole() bool {
 		}
 	}
 	return true
+}
+
+// withLine is f first seen at line.
+func (f FormatSeen) withLine(line int) FormatSeen {
+	f.Line = line
+	return f
 }

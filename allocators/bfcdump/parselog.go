@@ -491,9 +491,9 @@ func (p *logParser) parseLine(text string, line int) error {
 		if !p.enter(stageSummary) {
 			return nil
 		}
-		p.ev.Pool = Fig{pool, true, line}
-		p.ev.PoolLimit = Fig{limit, true, line}
-		p.ev.NextRegion = Fig{next, true, line}
+		p.ev.Pool = Fig{V: pool, Exact: true, Line: line}
+		p.ev.PoolLimit = Fig{V: limit, Exact: true, Line: line}
+		p.ev.NextRegion = Fig{V: next, Exact: true, Line: line}
 		p.seen(formatPoolLine, line)
 		return nil
 	}
@@ -743,6 +743,13 @@ func (p *logParser) finish() (*Snapshot, error) {
 	}
 	ev.Skipped = p.skipped
 	ev.ChunkAtAll = p.oldestHeadline && ev.FreeChunkLines == 0 && ev.InUseChunkLines > 0
+	if ev.ChunkAtAll {
+		for i, f := range ev.Formats {
+			if f == formatChunksOld.withLine(f.Line) {
+				ev.Formats[i] = formatChunksAll.withLine(f.Line)
+			}
+		}
+	}
 	ev.BinsFreeOnly = p.oldBins && !slices.ContainsFunc(ev.Bins, func(b PrintedBin) bool { return b.InUse > 0 })
 	if err := p.checkRegions(); err != nil {
 		return nil, err

@@ -52,6 +52,9 @@ type reading struct {
 	fitFrom string
 	// limitKnown, poolKnown, inUseKnown: whether those figures are known.
 	limitKnown, poolKnown, inUseKnown bool
+	// inUseAtLeast: the bytes in use are a lower bound (a partial paste's
+	// in-use chunk lines).
+	inUseAtLeast bool
 }
 
 const (
@@ -82,7 +85,7 @@ func approxEqual(f Fig, v uint64) bool {
 	if f.Exact {
 		return f.V == v
 	}
-	t := humanTolerance(max(f.V, v))
+	t := max(f.tol, humanTolerance(max(f.V, v)))
 	return v+t >= f.V && v <= f.V+t
 }
 
@@ -204,7 +207,9 @@ func (r *reading) readLog(s *Snapshot) {
 		binTotal += b.Total
 		binInUse += b.InUse
 		binBytes.V += b.BytesInBin.V
+		binBytes.tol += humanTolerance(b.BytesInBin.V)
 		binInUseBytes.V += b.BytesInUse.V
+		binInUseBytes.tol += humanTolerance(b.BytesInUse.V)
 	}
 	binsWhole := ev.BinsWhole()
 	if len(ev.Bins) > 0 {
@@ -259,7 +264,7 @@ func (r *reading) readLog(s *Snapshot) {
 			r.prov["bytes_in_use"] = Provenance{Source: SourceDerived, From: "chunk lines less the free bytes the bin lines count", Lines: joinLines(binLines, chunkLines)}
 			note += fmt.Sprintf(" The bin lines count %s free, which the bytes in use exclude.", ib(free))
 		}
-		r.partial = append(r.partial, note)
+		r.missing = append(r.missing, note)
 	}
 
 	// Chunk counts.
@@ -282,6 +287,13 @@ func (r *reading) readLog(s *Snapshot) {
 			p := Provenance{Source: SourcePrinted, Exact: true, From: "in-use summary", Lines: lineRange(ev.BySize[0].Line, ev.BySize[len(ev.BySize)-1].Line)}
 			r.prov["chunks_in_use"] = p
 			r.prov["chunks"] = Provenance{Source: SourceDerived, Exact: true, From: "bin lines and in-use summary", Lines: joinLines(binLines, p.Lines)}
+			if ev.ChunkAtAll {
+				// The summary counts every chunk: the free ones are in it.
+				r.sum.Chunks, r.sum.ChunksInUse = int(n), int(max(0, n-binTotal))
+				p.From, p.Source = "in-use summary (every chunk) less the bin lines' free chunks", SourceDerived
+				r.prov["chunks_in_use"] = p
+				r.prov["chunks"] = Provenance{Source: SourcePrinted, Exact: true, From: "in-use summary (every chunk)", Lines: lineRange(ev.BySize[0].Line, ev.BySize[len(ev.BySize)-1].Line)}
+			}
 		}
 	}
 	for _, key := range []string{"chunks", "chunks_in_use", "free_chunks"} {
@@ -297,7 +309,7 @@ func (r *reading) readLog(s *Snapshot) {
 			r.prov[key] = fromChunks(true)
 		}
 	}
-	if hasChunks && binsWhole {
+	if hasChunks && binsWhole && !ev.ChunkAtAll {
 		want, have, what := binTotal, int64(ev.ChunkLines), "chunks"
 		if ev.BinsFreeOnly {
 			have, what = int64(ev.FreeChunkLines), "free chunks"
@@ -348,7 +360,7 @@ func (r *reading) readLog(s *Snapshot) {
 	case allBins && binsWhole:
 		pool, poolFrom, poolSource = binBytes, "bin lines (bytes allocated for chunks)", SourceDerived
 	case ev.BinsFreeOnly && binsWhole && r.inUseKnown:
-		pool = Fig{V: binBytes.V + r.sum.BytesInUse, Line: binBytes.Line}
+		pool = Fig{V: binBytes.V + r.sum.BytesInUse, Line: binBytes.Line, tol: binBytes.tol}
 		poolFrom, poolSource = "bin lines (free) plus bytes in use", SourceDerived
 	}
 	poolLines := lineRange(pool.Line, pool.Line)
@@ -397,7 +409,7 @@ func (r *reading) readLog(s *Snapshot) {
 		}
 	}
 
-	r.chunksComplete = hasChunks && len(r.partial) == 0
+	r.chunksComplete = hasChunks && len(r.partial) == 0 && !ev.ChunkAtAll
 
 	// Free bytes and the largest free chunk.
 	switch {
@@ -458,6 +470,36 @@ func (r *reading) readLog(s *Snapshot) {
 
 	r.fitsRequest(s, binsWhole)
 	r.missingParts(s)
+	if len(r.partial) > 0 {
+		r.boundPartial()
+	}
+}
+
+// boundPartial turns figures summed over the chunk lines of a partial paste
+// into lower bounds: lines are missing, so the sums fall short.
+func (r *reading) boundPartial() {
+	for key, p := range r.prov {
+		if p.Source != SourceChunks || strings.Contains(p.From, "agreeing") {
+			continue
+		}
+		p.Source, p.Exact, p.From = SourceAtLeast, false, p.From+" (partial)"
+		r.prov[key] = p
+		switch key {
+		case "bytes_in_use":
+			r.inUseKnown, r.inUseAtLeast = false, true
+		case "pool_bytes":
+			r.poolKnown = false
+		}
+	}
+	if p := r.prov["free_in_pool"]; p.Source == SourceAtLeast && r.sum.FreeInPool == 0 {
+		r.prov["free_in_pool"] = Provenance{Source: SourceUnknown}
+	}
+	if p := r.prov["tf_fragmentation"]; p.Source != SourceUnknown {
+		if r.prov["free_in_pool"].Source != SourceDerived && r.prov["free_in_pool"].Source != SourcePrinted || r.prov["largest_free_chunk"].Source == SourceAtLeast {
+			r.sum.TFFragmentation = 0
+			r.prov["tf_fragmentation"] = Provenance{Source: SourceUnknown}
+		}
+	}
 }
 
 // largestFree finds the largest free chunk: exact from a complete chunk
