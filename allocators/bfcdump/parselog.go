@@ -51,7 +51,6 @@ var (
 	stateRE    = regexp.MustCompile(`Size: (` + humanSizePat + `)\s*\|\s*Requested Size: (` + humanSizePat + `)\s*\|\s*in_use: (\d)`)
 	regionRE   = regexp.MustCompile(`Next region of size (\d+)`)
 	chunkRE    = regexp.MustCompile(`\b(InUse|Free|Chunk)\s+at\s+(?:0x)?([0-9a-fA-F]+)\s+(?:next\s+(\d+)\s+)?of\s+size\s+(\d+)(.*)$`)
-	chunkStart = regexp.MustCompile(`\b(?:InUse|Free|Chunk)\s+at\s`)
 	nextRE     = regexp.MustCompile(`\bnext (\d+)\b`)
 	chunkOpRE  = regexp.MustCompile(`\bby op (\S*) action_count (\d+) step (\d+)`)
 	freedAtRE  = regexp.MustCompile(`\bfreed_at_count (\d+)`)
@@ -66,10 +65,97 @@ var (
 	statKVRE   = regexp.MustCompile(`\b(Limit|InUse|MaxInUse|NumAllocs|MaxAllocSize|Reserved|PeakReserved|LargestFreeBlock):\s*(\S+)`)
 	statOnlyRE = regexp.MustCompile(`^\s*(?:(?:Limit|InUse|MaxInUse|NumAllocs|MaxAllocSize|Reserved|PeakReserved|LargestFreeBlock):\s*\S+\s*)+$`)
 	quoteRE    = regexp.MustCompile(`^[ \t]*(?:>[ \t]?)+`)
-	// recordStart finds the start of a line ParseLog reads, to tell when a
-	// line a terminal wrapped continues on the next.
-	recordStart = regexp.MustCompile(`\b(?:InUse|Free|Chunk)\s+at\s|Bin \(\d|Bin for |Next region of|Total bytes in pool|total_region_allocated_bytes_|\d+ Chunks of size|Sum Total of|Allocator \(.*?\) ran out of memory|[Rr]an out of memory trying|Size: \S+ \|`)
 )
+
+// recordMarks are the words that start each line ParseLog reads (the
+// chunk lines' are found by hasChunkStart).
+var recordMarks = []string{"Bin (", "Bin for ", "Next region of", "Total bytes in pool", "total_region_allocated_bytes_",
+	" Chunks of size", "Sum Total of", "Allocator (", "an out of memory trying", "Size: "}
+
+// recordStart returns where the first of the lines ParseLog reads starts in
+// text, or -1: it tells when a line a terminal wrapped continues on the
+// next. Plain string searches: this runs on every line.
+func recordStart(text string) int {
+	best := -1
+	first := func(i int) {
+		if i >= 0 && (best < 0 || i < best) {
+			best = i
+		}
+	}
+	first(chunkStartIndex(text))
+	for _, m := range recordMarks {
+		i := strings.Index(text, m)
+		switch {
+		case i < 0:
+			continue
+		case m == " Chunks of size":
+			// "N Chunks of size": the count starts the line.
+			j := i
+			for j > 0 && text[j-1] >= '0' && text[j-1] <= '9' {
+				j--
+			}
+			if j == i {
+				continue
+			}
+			i = j
+		case m == "an out of memory trying" && i > 0:
+			i-- // "ran" or "Ran"
+		case m == "Size: " && !strings.Contains(text[i:], "|"):
+			continue
+		case m == "Bin (" && (i+5 >= len(text) || text[i+5] < '0' || text[i+5] > '9'):
+			continue
+		}
+		first(i)
+	}
+	return best
+}
+
+// chunkStartIndex returns where "InUse at", "Free at" (one space or more)
+// or "Chunk at" first starts in text, or -1.
+func chunkStartIndex(text string) int {
+	best := -1
+	for _, w := range []string{"InUse", "Free", "Chunk"} {
+		for off := 0; ; {
+			i := strings.Index(text[off:], w)
+			if i < 0 {
+				break
+			}
+			i += off
+			j := i + len(w)
+			k := j
+			for k < len(text) && (text[k] == ' ' || text[k] == '\t') {
+				k++
+			}
+			boundary := i == 0 || !isWordByte(text[i-1])
+			if boundary && k > j && strings.HasPrefix(text[k:], "at") && k+2 < len(text) && (text[k+2] == ' ' || text[k+2] == '\t') {
+				if best < 0 || i < best {
+					best = i
+				}
+				break
+			}
+			off = i + 1
+		}
+	}
+	return best
+}
+
+func isWordByte(b byte) bool {
+	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+}
+
+// matchChunk is chunkRE's submatches from the chunk line's start on: the
+// pattern has no literal prefix to search for, so it runs where
+// chunkStartIndex found one.
+func matchChunk(text string) []string {
+	i := chunkStartIndex(text)
+	if i < 0 {
+		return nil
+	}
+	return chunkRE.FindStringSubmatch(text[i:])
+}
+
+// hasChunkStart reports whether text holds the start of a chunk line.
+func hasChunkStart(text string) bool { return chunkStartIndex(text) >= 0 }
 
 // ParseLog reads the text TensorFlow's BFC allocator logs when it runs out
 // of memory (the headline and DumpMemoryLog), as users paste it from stderr
@@ -160,7 +246,7 @@ func ParseLog(r io.Reader, name string) (*Snapshot, error) {
 			seg, at = j, prevLine
 		}
 		prev, prevLine = seg, line
-		if text := normalize(seg); recordStart.MatchString(text) && !p.complete(text) {
+		if text := normalize(seg); recordStart(text) >= 0 && !p.complete(text) {
 			held = heldLine{text: stripQuote(seg), line: at, width: len(seg)}
 			prev = ""
 			continue
@@ -200,12 +286,11 @@ const minWrapWidth = 60
 // prev is wide, holds no line ParseLog reads, and joined to seg makes one
 // that starts inside prev.
 func joinPrefix(prev, seg string) (string, bool) {
-	if len(prev) < minWrapWidth || recordStart.MatchString(normalize(prev)) {
+	if len(prev) < minWrapWidth || recordStart(normalize(prev)) >= 0 {
 		return "", false
 	}
 	j := prev + stripQuote(seg)
-	loc := recordStart.FindStringIndex(j)
-	if loc == nil || loc[0] >= len(prev) {
+	if at := recordStart(j); at < 0 || at >= len(prev) {
 		return "", false
 	}
 	return j, true
@@ -225,7 +310,11 @@ const (
 // else is not a continuation.
 func (p *logParser) join(held *heldLine, seg string) (string, int) {
 	cont := stripQuote(seg)
-	if strings.TrimSpace(cont) == "" || recordStart.MatchString(normalize(cont)) && !strings.HasPrefix(cont, " ") {
+	startsRecord := recordStart(normalize(cont)) >= 0 && !strings.HasPrefix(cont, " ")
+	if startsRecord && strings.Contains(held.text, "Allocator (") && !strings.Contains(held.text, "an out of memory") {
+		startsRecord = false // "Allocator (A) " / "ran out of memory ...": one headline
+	}
+	if strings.TrimSpace(cont) == "" || startsRecord {
 		return "", wrapNone
 	}
 	for _, j := range []string{held.text + cont, held.text + " " + cont} {
@@ -257,8 +346,8 @@ func normalize(s string) string { return strings.TrimSpace(stripQuote(s)) }
 // holds all of it: false for a line a terminal cut short.
 func (p *logParser) complete(text string) bool {
 	switch {
-	case chunkStart.MatchString(text):
-		m := chunkRE.FindStringSubmatch(text)
+	case hasChunkStart(text):
+		m := matchChunk(text)
 		if m == nil {
 			return false
 		}
@@ -275,7 +364,7 @@ func (p *logParser) complete(text string) bool {
 		return binLineRE.MatchString(text) && strings.HasSuffix(text, "in use in bin.")
 	case strings.Contains(text, "Bin for "):
 		return binForRE.MatchString(text)
-	case strings.Contains(text, "an out of memory trying"):
+	case strings.Contains(text, "an out of memory trying") || strings.Contains(text, "Allocator ("):
 		if m := headlineRE.FindStringSubmatch(text); m != nil {
 			rest := m[3]
 			return roundedRE.MatchString(rest) || strings.Contains(rest, "summary follows") ||
@@ -448,8 +537,8 @@ func (p *logParser) parseLine(text string, line int) error {
 		p.pending = &pendingRegion{size: size, line: line}
 		p.ev.RegionHeaders++
 		return nil
-	case chunkStart.MatchString(text):
-		m := chunkRE.FindStringSubmatch(text)
+	case hasChunkStart(text):
+		m := matchChunk(text)
 		if m == nil {
 			p.skip(line, "not a whole chunk line: %q", clip(text))
 			return nil
@@ -480,6 +569,10 @@ func (p *logParser) parseLine(text string, line int) error {
 			p.seen(formatSummary, line)
 		}
 		return nil
+	}
+	if !strings.Contains(text, "Stats:") && !strings.Contains(text, "Allocator ") && !strings.Contains(text, "pool") &&
+		!strings.Contains(text, "allocated_bytes") && !strings.Contains(text, "allocation target") {
+		return nil // none of the lines below: skip their patterns
 	}
 	if m := poolLineRE.FindStringSubmatch(text); m != nil {
 		pool, err1 := strconv.ParseUint(m[1], 10, 64)

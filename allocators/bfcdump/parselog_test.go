@@ -2,6 +2,7 @@ package bfcdump
 
 import (
 	"errors"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -248,4 +249,59 @@ func TestLineReader(t *testing.T) {
 		got = append(got, seg{s, n})
 	}
 	assert.Equal(t, []seg{{"a", 1}, {"b", 2}, {"c", 2}, {"", 3}, {"d", 4}}, got)
+}
+
+// FuzzParseLog feeds ParseLog pasted text: it must never panic; whatever
+// it accepts must Validate, say where every summary figure comes from, and
+// render; and CRLF line ends must read as "\n" ones. (Run it with a short
+// -fuzzminimizetime: minimizing a new input from these seeds takes the
+// default minute, during which the exec count stands still.)
+func FuzzParseLog(f *testing.F) {
+	for _, e := range logEras {
+		data, err := os.ReadFile("testdata/logs/" + e.name + ".log")
+		if err != nil {
+			f.Fatal(err)
+		}
+		// A few lines of each kind keep each run short.
+		var seed []string
+		for i, l := range strings.Split(string(data), "\n") {
+			if i%5 == 0 || strings.Contains(l, "ran out of memory") || strings.Contains(l, "Stats") {
+				seed = append(seed, l)
+			}
+		}
+		f.Add(strings.Join(seed, "\n"))
+		f.Add(hardWrap(strings.Join(seed[:min(6, len(seed))], "\n"), 80))
+	}
+	f.Add("> Allocator (GPU_0_bfc) ran out of memory trying to allocate 1.50MiB (rounded to 1572864)requested by op x\n> Stats: Limit: 100 InUse: 90\n")
+	f.Add("Bin for 2.86MiB was 2.00MiB, Chunk State: \n  Size: 2.00MiB | Requested Size: 0B | in_use: 0 | bin_num: 13\n")
+	f.Add("Chunk at 0x100 of size 256\nFree at 0x200 of size 256\nSum Total of in-use chunks: 256B\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		s, err := ParseLog(strings.NewReader(in), "fuzz")
+		if err != nil {
+			return
+		}
+		if err := s.Validate(); err != nil {
+			t.Fatalf("ParseLog returned a snapshot that does not validate: %v", err)
+		}
+		rep := NewInspectReport(s, true)
+		for _, k := range []string{"pool_bytes", "bytes_in_use", "free_in_pool", "largest_free_chunk", "memory_limit", "chunks"} {
+			if _, ok := rep.Provenance[k]; !ok {
+				t.Fatalf("no provenance for %s", k)
+			}
+		}
+		if err := WriteInspect(io.Discard, s, InspectOptions{Chunks: true}); err != nil {
+			t.Fatal(err)
+		}
+		if strings.ContainsRune(in, '\r') {
+			return
+		}
+		s2, err := ParseLog(strings.NewReader(strings.ReplaceAll(in, "\n", "\r\n")), "fuzz")
+		if err != nil {
+			t.Fatalf("the CRLF copy fails: %v", err)
+		}
+		rep2 := NewInspectReport(s2, true)
+		if rep.Summary != rep2.Summary || rep.Explanation.Verdict != rep2.Explanation.Verdict {
+			t.Fatalf("CRLF changes the reading:\n%+v\n%+v", rep.Summary, rep2.Summary)
+		}
+	})
 }
