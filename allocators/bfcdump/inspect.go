@@ -106,9 +106,9 @@ func WriteInspect(w io.Writer, s *Snapshot, opt InspectOptions) error {
 	fig("TF fragmentation", "tf_fragmentation", fmt.Sprintf("%.1f%%", 100*sum.TFFragmentation))
 
 	if src := rep.Source; src != nil {
-		ew.printf("\nread from a TensorFlow log of %d lines; formats (the TensorFlow versions that print them):\n", src.Lines)
+		ew.printf("\nread from a TensorFlow log of %d lines, in the forms of these TensorFlow releases:\n", src.Lines)
 		for _, f := range src.Formats {
-			ew.printf("  %-16s TF %-10s line %-6d %s\n", f.Kind, f.Versions, f.Line, f.Form)
+			ew.printf("  %-16s TF %-12s from line %d\n", f.Kind, f.Versions, f.Line)
 		}
 		if src.Partial {
 			ew.printf("\nthe paste is partial: figures are TensorFlow's own where it printed them\n")

@@ -34,15 +34,21 @@ FILE is one of:
   - a MemoryDump protobuf, as TensorFlow writes it on an out-of-memory when
     TF_BFC_MEMORY_DUMP is set, or as 'bfcsim replay -o DIR' writes it
     (TRACE.bfc.oom.memdump, TRACE.bfc.peak.memdump);
-  - the text TensorFlow logs when its BFC allocator runs out of memory
-    ("Allocator (GPU_0_bfc) ran out of memory ...", the bin lines, the
-    "InUse at"/"Free  at" chunk lines), pasted into a file as it is;
+  - the text TensorFlow logs when its BFC allocator runs out of memory, from
+    any release since 2015 ("Allocator (GPU_0_bfc) ran out of memory ...",
+    the bin lines, the "Chunk at"/"InUse at"/"Free  at" chunk lines, the
+    in-use summary, Stats), whole or in part, pasted as it is: glog prefixes,
+    "> " quotes, wrapped lines, CRLF and other loggers' lines are fine;
   - - for standard input.
 Either may be gzip- or zstd-compressed.
 
-A MemoryDump does not record the memory limit or where regions begin, so
-bfcsim infers regions from gaps between chunks and reasons about the pool
-alone; a log has both but no requested size per chunk.`,
+A pasted log is read for TensorFlow's own figures first (Stats, the bin
+lines, the in-use summary, the pool line), the chunk lines second: each
+figure says where it comes from, a partial paste is called partial with
+the reason, and the report says what the paste leaves out. A MemoryDump
+does not record the memory limit or where regions begin, so bfcsim infers
+regions from gaps between chunks and reasons about the pool alone.
+docs/allocators/bfc.md lists every TensorFlow release's log format.`,
 		Example: `  bfcsim inspect out/transformer-train.bfc.oom.memdump
   bfcsim inspect oom.log --chunks
   pbpaste | bfcsim inspect -

@@ -179,3 +179,52 @@ func TestInspectTFLog(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "README.md")
 }
+
+// Pasted logs of any TensorFlow release, damaged as pastes are, read from
+// standard input: TF 1.12's "Chunk at" lines quoted with "> " and CRLF line
+// ends get the verdict and figures of the log itself, and the tail of a
+// TF 2.x dump (no headline, no chunk lines) is read, not refused.
+func TestInspectPastedLogs(t *testing.T) {
+	raw, err := os.ReadFile("../../allocators/bfcdump/testdata/logs/tf1.12.log")
+	require.NoError(t, err)
+	pasted := "> " + strings.ReplaceAll(strings.TrimSuffix(string(raw), "\n"), "\n", "\r\n> ") + "\r\n"
+	code, out, stderr := cli(t, pasted, "inspect", "-", "-f", "json")
+	require.Equal(t, 0, code, stderr)
+	var rep struct {
+		Request struct {
+			Rounded     uint64 `json:"rounded"`
+			Approximate bool   `json:"approximate"`
+		} `json:"request"`
+		Summary struct {
+			BytesInUse  uint64 `json:"bytes_in_use"`
+			MemoryLimit uint64 `json:"memory_limit"`
+		} `json:"summary"`
+		Source struct {
+			Partial bool `json:"partial"`
+			Formats []struct {
+				Kind       string `json:"kind"`
+				TFVersions string `json:"tf_versions"`
+			} `json:"formats"`
+		} `json:"source"`
+		Explanation struct {
+			Verdict string `json:"verdict"`
+		} `json:"explanation"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	assert.Equal(t, "fragmentation", rep.Explanation.Verdict)
+	assert.True(t, rep.Request.Approximate, "TF 1.12 prints the request only as 2.86MiB")
+	assert.Equal(t, uint64(9<<20), rep.Summary.BytesInUse)
+	assert.Equal(t, uint64(16<<20), rep.Summary.MemoryLimit)
+	assert.False(t, rep.Source.Partial)
+	assert.Contains(t, rep.Source.Formats, struct {
+		Kind       string `json:"kind"`
+		TFVersions string `json:"tf_versions"`
+	}{"chunk lines", "0.8–1.13"})
+
+	tail, err := os.ReadFile("../../allocators/bfcdump/testdata/logs/partial-tail-only.log")
+	require.NoError(t, err)
+	code, out, stderr = cli(t, string(tail), "inspect", "-")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "The failed request is not in the pasted text")
+	assert.Contains(t, out, "in use               9.0 MiB (9437184)            Stats InUse")
+}
