@@ -219,18 +219,27 @@ func (r *reading) readLog(s *Snapshot) {
 
 	// Bytes in use.
 	inUse, inUseFrom := ev.InUse, "Stats InUse"
+	// summaryBounded: the by-size lines without their "Sum Total" may be
+	// only part of the in-use summary, so their sum is a lower bound.
+	summaryBounded := false
 	if !inUse.Exact {
 		if f := printedInUse(ev); f.Known() && (f.Exact || !inUse.Known()) {
 			inUse, inUseFrom = f, "in-use summary"
 			if !f.Exact {
 				inUseFrom = "Sum Total of in-use chunks"
 			}
+			summaryBounded = len(ev.BySize) > 0 && !ev.SumTotal.Known()
 		}
 	}
-	if !inUse.Known() && allBins && binsWhole {
-		inUse, inUseFrom = binInUseBytes, "bin lines"
+	if (!inUse.Known() || summaryBounded) && allBins && binsWhole {
+		inUse, inUseFrom, summaryBounded = binInUseBytes, "bin lines", false
 	}
 	switch {
+	case summaryBounded:
+		r.sum.BytesInUse = max(inUse.V, inUseLines)
+		r.inUseKnown, r.inUseAtLeast = false, true
+		r.prov["bytes_in_use"] = Provenance{Source: SourceAtLeast, From: "in-use summary without its Sum Total", Lines: lineRange(ev.BySize[0].Line, ev.BySize[len(ev.BySize)-1].Line)}
+		r.partial = append(r.partial, "The in-use summary's \"N Chunks of size\" lines are there without their \"Sum Total of in-use chunks\": they may be only part of it, so the bytes in use are a lower bound.")
 	case inUse.Known() && hasChunks && !inUse.Exact && approxEqual(inUse, inUseLines):
 		r.sum.BytesInUse = inUseLines
 		p := printed(inUse, inUseFrom)
