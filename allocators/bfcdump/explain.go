@@ -319,9 +319,13 @@ func explainLog(s *Snapshot, r *reading) Explanation {
 			t += ": the bytes in use (the Stats block's InUse or \"Sum Total of in-use chunks\") are missing."
 		}
 		text = append(text, t)
-		if r.fits == fitNo {
+		switch {
+		case r.fits == fitNo:
 			text = append(text, fmt.Sprintf("What the paste does show: %s.", noChunkFits(r)))
 			ex.RestsOn = append(ex.RestsOn, "no free chunk fits: "+r.fitFrom)
+		case r.binForSmaller != "":
+			text = append(text, fmt.Sprintf("What the paste does show: %s; larger bins would be in the bin lines, not in the paste.", r.binForSmaller))
+			ex.RestsOn = append(ex.RestsOn, "the request's bin: "+r.binForSmaller)
 		}
 		ex.CannotKnow = append(ex.CannotKnow, "the Stats block (Limit, InUse), which decides whether memory ran out")
 	}

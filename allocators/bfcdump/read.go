@@ -37,7 +37,7 @@ const MaxInputBytes = 1 << 30
 var logMarkers = [][]byte{
 	[]byte("InUse at "), []byte("Free  at "), []byte("Free at "), []byte("Chunk at "), []byte("Bin ("),
 	[]byte("ran out of memory"), []byte("Ran out of memory"), []byte("BFCAllocator dump for"),
-	[]byte("Chunks of size"), []byte("Sum Total of in-use chunks"), []byte("MaxInUse:"),
+	[]byte("Chunks of size"), []byte("Sum Total of in-use chunks"), []byte("MaxInUse:"), []byte("Stats:"),
 	[]byte("Bin for "), []byte("Total bytes in pool"), []byte("total_region_allocated_bytes_"),
 }
 

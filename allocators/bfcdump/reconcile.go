@@ -50,6 +50,9 @@ type reading struct {
 	// fitNo (shown by the printed lines), or fitUnknown; fitFrom says which.
 	fits    int
 	fitFrom string
+	// binForSmaller says, without the bin lines, that the free chunks
+	// "Bin for" lists are all smaller than the request; "" otherwise.
+	binForSmaller string
 	// limitKnown, poolKnown, inUseKnown: whether those figures are known.
 	limitKnown, poolKnown, inUseKnown bool
 	// inUseAtLeast: the bytes in use are a lower bound (a partial paste's
@@ -605,6 +608,20 @@ func (r *reading) fitsRequest(s *Snapshot, binsWhole bool) {
 		if !c.InUse && c.Size >= need {
 			r.fits, r.fitFrom = fitYes, "a free chunk line"
 			return
+		}
+	}
+	if bf := ev.BinFor; bf != nil && len(bf.Chunks) > 0 {
+		smaller := true
+		for _, c := range bf.Chunks {
+			if c.InUse || c.Size.V >= need || approxEqual(c.Size, need) {
+				smaller = false
+			}
+		}
+		if smaller {
+			r.binForSmaller = fmt.Sprintf("the %d free chunks of the request's bin listed under \"Bin for\" (line %d) are all smaller than it", len(bf.Chunks), bf.Line)
+			if len(bf.Chunks) == 1 {
+				r.binForSmaller = fmt.Sprintf("the one free chunk of the request's bin, listed under \"Bin for\" (line %d), is smaller than it", bf.Line)
+			}
 		}
 	}
 	if !binsWhole {
