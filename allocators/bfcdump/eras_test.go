@@ -335,3 +335,48 @@ func TestInspectJSONKeys(t *testing.T) {
 		}
 	}
 }
+
+// bigPool is a pool of n chunks in regions of 64 chunks, every fourth chunk
+// free, failing a request larger than any free chunk.
+func bigPool(n int) *Snapshot {
+	s := &Snapshot{AllocatorName: "GPU_0_bfc"}
+	const base = 0x7f0000000000
+	addr := uint64(base)
+	for i := range n {
+		if i%64 == 0 {
+			s.Regions = append(s.Regions, Region{Addr: addr, Size: 64 * 4096})
+		}
+		c := Chunk{Addr: addr, Size: 4096, InUse: i%4 != 0, Bin: -1}
+		if !c.InUse {
+			c.Bin = BinNumForSize(c.Size)
+		}
+		s.Chunks = append(s.Chunks, c)
+		addr += 4096
+	}
+	pool := uint64(len(s.Regions)) * 64 * 4096
+	s.Stats = Stats{BytesInUse: int64(pool / 4 * 3), BytesLimit: int64(pool), PoolBytes: int64(pool), NumAllocs: int64(n)}
+	s.Request = &Request{Bytes: 8192, Rounded: 8192, Op: "big"}
+	return s
+}
+
+// BenchmarkParseLog reads a TF 2.x OOM log of 100,000 chunk lines (7 MB)
+// and builds its report: the cost of `bfcsim inspect` on a whole pasted
+// dump.
+func BenchmarkParseLog(b *testing.B) {
+	var sb strings.Builder
+	if err := WriteMemoryLog(&sb, bigPool(100_000)); err != nil {
+		b.Fatal(err)
+	}
+	in := sb.String()
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := ParseLog(strings.NewReader(in), "big.log")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rep := NewInspectReport(s, false); rep.Explanation.Verdict != VerdictFragmentation {
+			b.Fatalf("verdict %s: %s", rep.Explanation.Verdict, rep.Explanation.Text)
+		}
+	}
+}

@@ -50,8 +50,6 @@ var (
 	binForRE   = regexp.MustCompile(`Bin for (` + humanSizePat + `) was (` + humanSizePat + `), Chunk State:`)
 	stateRE    = regexp.MustCompile(`Size: (` + humanSizePat + `)\s*\|\s*Requested Size: (` + humanSizePat + `)\s*\|\s*in_use: (\d)`)
 	regionRE   = regexp.MustCompile(`Next region of size (\d+)`)
-	chunkRE    = regexp.MustCompile(`\b(InUse|Free|Chunk)\s+at\s+(?:0x)?([0-9a-fA-F]+)\s+(?:next\s+(\d+)\s+)?of\s+size\s+(\d+)(.*)$`)
-	nextRE     = regexp.MustCompile(`\bnext (\d+)\b`)
 	chunkOpRE  = regexp.MustCompile(`\bby op (\S*) action_count (\d+) step (\d+)`)
 	freedAtRE  = regexp.MustCompile(`\bfreed_at_count (\d+)`)
 	bySizeRE   = regexp.MustCompile(`(\d+) Chunks of size (\d+) totalling (` + humanSizePat + `)`)
@@ -143,16 +141,109 @@ func isWordByte(b byte) bool {
 	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
 }
 
-// matchChunk is chunkRE's submatches from the chunk line's start on: the
-// pattern has no literal prefix to search for, so it runs where
-// chunkStartIndex found one.
+// matchChunk splits a chunk line as chunkRE does, by hand: this is the
+// line a whole dump is made of. m[1] is the word (InUse, Free, Chunk), m[2]
+// the address's hex digits, m[3] the "next H" handle of TF 1.14–2.0 (or
+// ""), m[4] the size and m[5] the rest of the line; nil if text holds no
+// whole chunk line.
 func matchChunk(text string) []string {
 	i := chunkStartIndex(text)
 	if i < 0 {
 		return nil
 	}
-	return chunkRE.FindStringSubmatch(text[i:])
+	t := text[i:]
+	m := make([]string, 6)
+	m[0] = t
+	word := 0
+	for word < len(t) && isWordByte(t[word]) {
+		word++
+	}
+	m[1], t = t[:word], skipBlanks(t[word:])
+	t, ok := cutWord(t, "at")
+	if !ok {
+		return nil
+	}
+	t = strings.TrimPrefix(t, "0x")
+	n := 0
+	for n < len(t) && isHexByte(t[n]) {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	m[2], t = t[:n], skipBlanks(t[n:])
+	if rest, ok := cutWord(t, "next"); ok {
+		d := digits(rest)
+		if d == "" {
+			return nil
+		}
+		m[3], t = d, skipBlanks(rest[len(d):])
+	}
+	if t, ok = cutWord(t, "of"); !ok {
+		return nil
+	}
+	if t, ok = cutWord(t, "size"); !ok {
+		return nil
+	}
+	if m[4] = digits(t); m[4] == "" {
+		return nil
+	}
+	m[5] = t[len(m[4]):]
+	if !isBlankTail(t[len(m[4]):]) && m[5][0] != ' ' && m[5][0] != '\t' {
+		return nil // "of size 12ab": not a size
+	}
+	return m
 }
+
+// cutWord removes word and the blanks after it from the start of t; the
+// word must be followed by a blank (or, for the last, anything but a
+// letter).
+func cutWord(t, word string) (string, bool) {
+	if !strings.HasPrefix(t, word) {
+		return t, false
+	}
+	rest := t[len(word):]
+	if rest == "" || rest[0] != ' ' && rest[0] != '\t' {
+		return t, false
+	}
+	return skipBlanks(rest), true
+}
+
+func skipBlanks(t string) string { return strings.TrimLeft(t, " \t") }
+
+func isBlankTail(t string) bool { return t == "" }
+
+// digits is the run of decimal digits t starts with.
+func digits(t string) string {
+	n := 0
+	for n < len(t) && t[n] >= '0' && t[n] <= '9' {
+		n++
+	}
+	return t[:n]
+}
+
+func isHexByte(b byte) bool {
+	return b >= '0' && b <= '9' || b >= 'a' && b <= 'f' || b >= 'A' && b <= 'F'
+}
+
+// nextHandle finds " next H" in the rest of a TF ≥ 2.1 chunk line.
+func nextHandle(rest string) (string, bool) {
+	for off := 0; ; {
+		i := strings.Index(rest[off:], "next ")
+		if i < 0 {
+			return "", false
+		}
+		i += off
+		if i == 0 || rest[i-1] == ' ' || rest[i-1] == '\t' {
+			if d := digits(rest[i+5:]); d != "" && (i+5+len(d) == len(rest) || !isWordByte(rest[i+5+len(d)])) {
+				return d, true
+			}
+		}
+		off = i + 1
+	}
+}
+
+func hasNext(rest string) bool { _, ok := nextHandle(rest); return ok }
 
 // hasChunkStart reports whether text holds the start of a chunk line.
 func hasChunkStart(text string) bool { return chunkStartIndex(text) >= 0 }
@@ -354,7 +445,7 @@ func (p *logParser) complete(text string) bool {
 		if m[1] == "Chunk" || m[3] != "" {
 			return true // TF ≤ 2.1: the size ends the line
 		}
-		if nextRE.MatchString(m[5]) {
+		if _, ok := nextHandle(m[5]); ok {
 			return true
 		}
 		// "InUse at A of size N" without its " next H": cut short, unless
@@ -754,26 +845,30 @@ func (p *logParser) chunk(m []string, line int) error {
 	}
 	next := m[3]
 	switch {
-	case m[1] == "Chunk" || (m[3] == "" && !nextRE.MatchString(m[5])):
+	case m[1] == "Chunk" || (m[3] == "" && !hasNext(m[5])):
 		p.sawOldChunks = true
 		p.seen(formatChunksOld, line)
 	case m[3] != "":
 		p.seen(formatChunksMid, line)
 	default:
 		p.seen(formatChunksNew, line)
-		if nm := nextRE.FindStringSubmatch(m[5]); nm != nil {
-			next = nm[1]
+		if h, ok := nextHandle(m[5]); ok {
+			next = h
 		}
 	}
 	if next == strconv.FormatUint(invalidChunkHandle, 10) {
 		p.ev.RegionEnds++
 	}
-	if om := chunkOpRE.FindStringSubmatch(m[5]); om != nil {
+	if !strings.Contains(m[5], "by op ") {
+		// nothing: TENSORFLOW_MEM_DEBUG builds only
+	} else if om := chunkOpRE.FindStringSubmatch(m[5]); om != nil {
 		c.OpName = om[1]
 		c.ActionCount, _ = strconv.ParseUint(om[2], 10, 64)
 		c.StepID, _ = strconv.ParseUint(om[3], 10, 64)
 	}
-	if fm := freedAtRE.FindStringSubmatch(m[5]); fm != nil {
+	if !strings.Contains(m[5], "freed_at_count") {
+		// nothing: only with TF's timing counter
+	} else if fm := freedAtRE.FindStringSubmatch(m[5]); fm != nil {
 		c.FreedAtCount, _ = strconv.ParseUint(fm[1], 10, 64)
 	}
 	if p.pending != nil {

@@ -2,6 +2,7 @@ package bfcdump
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -304,4 +305,19 @@ func FuzzParseLog(f *testing.F) {
 			t.Fatalf("CRLF changes the reading:\n%+v\n%+v", rep.Summary, rep2.Summary)
 		}
 	})
+}
+
+// TestParseLogNotesBounded: a paste mangled on every line gets a report of
+// bounded size, the first notes and a count of the rest.
+func TestParseLogNotesBounded(t *testing.T) {
+	var b strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&b, "InUse at %x of size 4096 next 1\nFree  at %x of size 256 next 2\nInUse at zz%d of size 1 next 1\n", 0x100000+i*0x2000, 0x100000+i*0x2000+0x800, i)
+	}
+	s, err := ParseLog(strings.NewReader(b.String()), "m.log")
+	require.NoError(t, err)
+	rep := NewInspectReport(s, false)
+	assert.LessOrEqual(t, len(rep.Source.Notes), 3*(maxNotes+1)+5)
+	assert.Contains(t, strings.Join(rep.Source.Notes, "\n"), "... and 990 more lines of other dumps.")
+	assert.Contains(t, strings.Join(rep.Source.Notes, "\n"), "... and 990 more lines skipped.")
 }

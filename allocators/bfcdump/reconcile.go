@@ -191,7 +191,7 @@ func (r *reading) readLog(s *Snapshot) {
 		return Provenance{Source: SourceChunks, Exact: exact, From: "chunk lines", Lines: chunkLines}
 	}
 	hasChunks := len(s.Chunks) > 0
-	r.partial = append(r.partial, ev.Damage...)
+	r.partial = append(r.partial, capNotes(ev.Damage, "more lines of other dumps")...)
 	var inUseLines, allLines, chunkBytes uint64
 	for _, c := range s.Chunks {
 		allLines += c.Size
@@ -409,7 +409,7 @@ func (r *reading) readLog(s *Snapshot) {
 	}
 
 	// Regions: each one's chunks should cover it, without gaps.
-	r.partial = append(r.partial, regionGaps(s)...)
+	r.partial = append(r.partial, capNotes(regionGaps(s), "more regions with missing chunk lines")...)
 	r.prov["regions"] = Provenance{Source: SourceChunks, Exact: true, From: "region lines", Lines: chunkLines}
 	if len(r.partial) > 0 {
 		r.prov["regions"] = Provenance{Source: SourceAtLeast, From: "region lines (partial)", Lines: chunkLines}
@@ -693,9 +693,24 @@ func (r *reading) missingParts(s *Snapshot) {
 	if !r.poolKnown {
 		r.missing = append(r.missing, "The pool's size is unknown.")
 	}
-	for _, sk := range ev.Skipped {
-		r.partial = append(r.partial, "Skipped "+sk+".")
+	skipped := make([]string, len(ev.Skipped))
+	for i, sk := range ev.Skipped {
+		skipped[i] = "Skipped " + sk + "."
 	}
+	r.partial = append(r.partial, capNotes(skipped, "more lines skipped")...)
+}
+
+// maxNotes bounds the notes of one kind a report lists: a crafted or
+// mangled paste can make one per line.
+const maxNotes = 10
+
+// capNotes keeps the first maxNotes notes and counts the rest.
+func capNotes(notes []string, more string) []string {
+	if len(notes) <= maxNotes {
+		return notes
+	}
+	out := slices.Clone(notes[:maxNotes])
+	return append(out, fmt.Sprintf("... and %d %s.", len(notes)-maxNotes, more))
 }
 
 // regionGaps finds regions whose chunk lines leave part of them unlisted.
