@@ -380,3 +380,45 @@ func BenchmarkParseLog(b *testing.B) {
 		}
 	}
 }
+
+// printedStrip finds the occupancy strip TensorFlow logged: a line ending
+// in 100 cells of '*', 'x' and '_'.
+var printedStrip = regexp.MustCompile(`(?m)\] ([*x_]{100})\s*$`)
+
+// TestRealLogs reads the real logs in testdata/logs/real (see its README
+// for where each comes from) and checks what bfcsim makes of them against
+// what each log itself prints.
+func TestRealLogs(t *testing.T) {
+	for _, tc := range []struct {
+		file    string
+		verdict string
+		check   func(t *testing.T, rep InspectReport)
+	}{
+		{"reactant-xla-2025.log", VerdictOutOfMemory, func(t *testing.T, rep InspectReport) {
+			// XLA, January 2025: four 4 GB buffers in use of an 18995773440-byte
+			// limit, a fifth fails: 16e9 + 4e9 − 18995773440 = 1004226560 bytes over.
+			assert.Equal(t, uint64(4000000000), rep.Request.Rounded)
+			assert.False(t, rep.Request.Approximate)
+			assert.Equal(t, uint64(16000000000), rep.Summary.BytesInUse)
+			assert.Equal(t, uint64(18995773440), rep.Summary.MemoryLimit)
+			assert.Equal(t, uint64(2995773440), rep.Summary.LargestFreeChunk)
+			assert.False(t, rep.Source.Partial, "notes: %q", rep.Source.Notes)
+			assert.Contains(t, rep.Explanation.Text, "overshoots the limit by 958 MiB")
+		}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join("testdata", "logs", "real", tc.file))
+			require.NoError(t, err)
+			s, err := ParseLog(strings.NewReader(string(data)), tc.file)
+			require.NoError(t, err)
+			rep := NewInspectReport(s, false)
+			assert.Equal(t, tc.verdict, rep.Explanation.Verdict, rep.Explanation.Text)
+			if m := printedStrip.FindStringSubmatch(string(data)); m != nil && !strings.Contains(m[1], "x") {
+				// Without slack the strip needs no requested sizes: ours
+				// must be TensorFlow's, cell for cell.
+				assert.Equal(t, m[1], rep.Occupancy)
+			}
+			tc.check(t, rep)
+		})
+	}
+}
