@@ -189,7 +189,7 @@ func matchChunk(text string) []string {
 		return nil
 	}
 	m[5] = t[len(m[4]):]
-	if !isBlankTail(t[len(m[4]):]) && m[5][0] != ' ' && m[5][0] != '\t' {
+	if m[5] != "" && m[5][0] != ' ' && m[5][0] != '\t' {
 		return nil // "of size 12ab": not a size
 	}
 	return m
@@ -210,8 +210,6 @@ func cutWord(t, word string) (string, bool) {
 }
 
 func skipBlanks(t string) string { return strings.TrimLeft(t, " \t") }
-
-func isBlankTail(t string) bool { return t == "" }
 
 // digits is the run of decimal digits t starts with.
 func digits(t string) string {
