@@ -405,6 +405,32 @@ func TestRealLogs(t *testing.T) {
 			assert.False(t, rep.Source.Partial, "notes: %q", rep.Source.Notes)
 			assert.Contains(t, rep.Explanation.Text, "overshoots the limit by 958 MiB")
 		}},
+		{"scenereplica-tf2x-2025.log", VerdictDeviceFull, func(t *testing.T, rep InspectReport) {
+			// TF 2.x with growth: a 512 MiB request fails although the pool
+			// (1148427008) could still grow by 695559424 bytes under its
+			// limit; the log's own CUDA_ERROR_OUT_OF_MEMORY lines, before
+			// this excerpt, are the device refusing the region.
+			assert.Equal(t, uint64(536870912), rep.Request.Rounded)
+			assert.Equal(t, uint64(917285632), rep.Summary.BytesInUse)
+			assert.Equal(t, uint64(1148427008), rep.Summary.PoolBytes)
+			assert.Equal(t, uint64(695559424), rep.Summary.Unreserved)
+			assert.True(t, rep.Source.Partial, "the author cut chunk lines")
+			assert.Contains(t, strings.Join(rep.Source.Notes, " "), "chunk lines are missing")
+			assert.Equal(t, SourcePrinted, rep.Provenance["bytes_in_use"].Source)
+		}},
+		{"xiaokeai18-tf1x-dump.log", VerdictUndetermined, func(t *testing.T, rep InspectReport) {
+			// Four bin lines, "Bin for" and two chunk lines of a TF 1.x dump.
+			require.NotNil(t, rep.Request, "the \"Bin for\" line names the request")
+			assert.True(t, rep.Request.Approximate)
+			assert.InDelta(t, 957.03*mib, float64(rep.Request.Rounded), float64(humanTolerance(rep.Request.Rounded)))
+			assert.True(t, rep.Source.Partial)
+			assert.Contains(t, strings.Join(rep.Source.Missing, " "), "The Stats block")
+		}},
+		{"xiaokeai18-tf1x-headline.log", VerdictUndetermined, func(t *testing.T, rep InspectReport) {
+			// The old headline alone, with Markdown emphasis in the line.
+			require.NotNil(t, rep.Request)
+			assert.Contains(t, rep.Explanation.Text, "the request for about 957 MiB")
+		}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			data, err := os.ReadFile(filepath.Join("testdata", "logs", "real", tc.file))
