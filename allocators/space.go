@@ -92,7 +92,7 @@ func DefaultCostModel() CostModel {
 
 // spaceOptions are the --set space.* keys.
 var spaceOptions = []Option{
-	{Key: "placement", Default: "first-fit", Help: "first-fit: the device is one contiguous range and can fragment; paged: pages are mapped into a large virtual range, so only the capacity limits (as on CUDA)"},
+	{Key: "placement", Default: "paged", Help: "paged: pages are mapped into a large virtual range, so only the capacity limits, as on a GPU (CUDA's virtual memory); first-fit: the device is one contiguous range and can fragment, as a heap of fixed size (--space host is always first-fit)"},
 	{Key: "reserve_cost", Default: "10us", Help: "modeled time of one device reservation (cudaMalloc), failed ones included"},
 	{Key: "reserve_cost_per_gib", Default: "500us", Help: "modeled time per GiB reserved"},
 	{Key: "release_cost", Default: "20us", Help: "modeled time of one device release (cudaFree, which synchronizes)"},
@@ -128,6 +128,9 @@ func (c SpaceConfig) parse() (spaceParams, map[string]any, error) {
 	s, err := newSettings("space", spaceOptions, c.Options)
 	if err != nil {
 		return spaceParams{}, nil, err
+	}
+	if c.Kind == "host" {
+		s.preset("placement", "first-fit") // the kernel places mappings
 	}
 	placement := FirstFit
 	if s.Choice("placement", "first-fit", "paged") == "paged" {

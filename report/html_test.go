@@ -234,7 +234,7 @@ func TestHTMLTraceAndAllocators(t *testing.T) {
 		`memory_limit</code></th><td>33554432</td>.*preset</code></th><td>tsl</td>`, bfc)
 	assert.Regexp(t, `(?s)<h4>Allocator stats</h4>.*bytes_in_use.*bytes_limit</code></th><td class="num">33,554,432 \(32.00 MiB\)</td>.*`+
 		`num_allocs</code></th><td class="num">2,040</td>.*regions</code></th><td class="num">5</td>`, bfc)
-	assert.Regexp(t, `(?s)<h4>Space options</h4>.*placement</code></th><td>first-fit</td>.*reserve_cost_per_gib`, bfc)
+	assert.Regexp(t, `(?s)<h4>Space options</h4>.*placement</code></th><td>paged</td>.*reserve_cost_per_gib`, bfc)
 	assert.Contains(t, section(t, page, "trace-1-naive"), `<h4>Options</h4>
 <p class="muted">(none)</p>`)
 

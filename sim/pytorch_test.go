@@ -253,6 +253,8 @@ func TestPyTorchRecordedReplayMatches(t *testing.T) {
 			rec := recordPyTorch(t, evs, c.capacity, c.opts, c.cut)
 			cfg := config(c.capacity, "pytorch")
 			cfg.Allocators[0].Options = c.opts
+			// The recording was made on a first-fit device: replay on one.
+			cfg.Space.Options = allocators.Options{"placement": "first-fit"}
 			r := replay(t, rec, cfg)[0]
 			require.NotZero(t, r.AddrChecked)
 			assert.Equal(t, r.AddrChecked, r.AddrMatched, "allocations at their recorded address")

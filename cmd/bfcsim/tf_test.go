@@ -47,12 +47,16 @@ func TestTFConformanceThroughCLI(t *testing.T) {
 		{"RegionDeallocation/no-gc", "tf/region-deallocation.jsonl", nil,
 			map[string]float64{"regions": 8, "pool_bytes": 512 << 20},
 			map[string]float64{"failed_allocs": 1, "device_release_calls": 0}},
-		// TF ran this on a GPU, where a region can go anywhere: model that
-		// with a paged device (on a contiguous one, the device's own free
-		// space is split by the region kept, and the new region does not fit).
-		{"RegionDeallocation/gc", "tf/region-deallocation.jsonl", []string{"bfc.garbage_collection=true", "space.placement=paged"},
+		// TF ran this on a GPU, where a region can go anywhere, as on the
+		// default (paged) device: with the default flags it succeeds.
+		{"RegionDeallocation/gc", "tf/region-deallocation.jsonl", []string{"bfc.garbage_collection=true"},
 			map[string]float64{"regions": 2, "pool_bytes": 2 << 30, "peak_pool_bytes": 2 << 30},
 			map[string]float64{"failed_allocs": 0, "device_release_calls": 7}},
+		// On a contiguous heap the region kept splits the device's own free
+		// space, and the new region does not fit.
+		{"RegionDeallocation/gc/first-fit", "tf/region-deallocation.jsonl", []string{"bfc.garbage_collection=true", "space.placement=first-fit"},
+			nil,
+			map[string]float64{"failed_allocs": 1, "device_release_calls": 7}},
 		{"PhysicalAllocatorOomsFragmentation", "tf/fragmentation-oom.jsonl", nil,
 			map[string]float64{"regions": 8, "pool_bytes": 512 << 20},
 			map[string]float64{"failed_allocs": 1}},
