@@ -193,6 +193,12 @@ var compareMetrics = []ComparedMetric{
 		}
 		return float64(r.RecordedAddressMatch.Matched), true
 	}},
+	{Name: "recorded_block_match.matched", Unit: UnitCount, HigherBetter: true, value: func(r *Result) (float64, bool) {
+		if r.RecordedBlockMatch == nil {
+			return 0, false
+		}
+		return float64(r.RecordedBlockMatch.Matched), true
+	}},
 	{Name: "latency_ns.alloc.p50", Unit: UnitNanos, Timing: true, value: always(func(r *Result) float64 { return float64(r.LatencyNs.Alloc.P50) })},
 	{Name: "latency_ns.alloc.p99", Unit: UnitNanos, Timing: true, value: always(func(r *Result) float64 { return float64(r.LatencyNs.Alloc.P99) })},
 	{Name: "latency_ns.free.p50", Unit: UnitNanos, Timing: true, value: always(func(r *Result) float64 { return float64(r.LatencyNs.Free.P50) })},

@@ -74,12 +74,13 @@ func TestCompareEqual(t *testing.T) {
 	assert.Empty(t, tc.NotReplayed)
 	assert.Empty(t, c.NotReplayed)
 
-	// Every allocator has every metric but recorded_address_match (the
-	// trace has no addresses), in the fixed order.
+	// Every allocator has every metric but recorded_address_match and
+	// recorded_block_match (the trace has no addresses nor block sizes), in
+	// the fixed order.
 	var want []string
 	timing := map[string]bool{}
 	for _, m := range CompareMetrics() {
-		if m.Name != "recorded_address_match.matched" {
+		if m.Name != "recorded_address_match.matched" && m.Name != "recorded_block_match.matched" {
 			want = append(want, m.Name)
 		}
 		timing[m.Name] = m.Timing
@@ -299,6 +300,26 @@ func TestCompareRecordedAddresses(t *testing.T) {
 	r = row(t, c, "t", "bfc", "recorded_address_match.matched")
 	assert.Equal(t, Regression, r.Verdict, "fewer matches is worse")
 	assert.InDelta(t, -0.2, r.Change, 1e-9)
+}
+
+func TestCompareRecordedBlocks(t *testing.T) {
+	base := cmpReport(cmpTrace("t", cmpResult("bfc")))
+	now := cmpReport(cmpTrace("t", cmpResult("bfc")))
+	now.Traces[0].Results[0].RecordedBlockMatch = &AddressMatch{Checked: 10, Matched: 8}
+	c := Compare(base, now, CompareOptions{Tolerance: 0.02})
+	r := row(t, c, "t", "bfc", "recorded_block_match.matched")
+	assert.Equal(t, NoBaseline, r.Verdict)
+	assert.Equal(t, 8.0, r.Now)
+
+	base.Traces[0].Results[0].RecordedBlockMatch = &AddressMatch{Checked: 10, Matched: 10}
+	c = Compare(base, now, CompareOptions{Tolerance: 0.02})
+	r = row(t, c, "t", "bfc", "recorded_block_match.matched")
+	assert.Equal(t, Regression, r.Verdict, "fewer matches is worse")
+	assert.InDelta(t, -0.2, r.Change, 1e-9)
+
+	now.Traces[0].Results[0].RecordedBlockMatch = &AddressMatch{Checked: 10, Matched: 10}
+	c = Compare(base, now, CompareOptions{Tolerance: 0.02})
+	assert.Equal(t, OK, row(t, c, "t", "bfc", "recorded_block_match.matched").Verdict)
 }
 
 // A report compared with itself read back from report.json: all ok, no

@@ -260,6 +260,19 @@ var htmlMetrics = slices.Concat([]htmlMetric{
 			}
 			return fmt.Sprintf("%s / %s (%s)", Count(m.Matched), Count(m.Checked), Percent(frac)), "", frac, true
 		}},
+	{label: "Recorded blocks matched", key: "recorded_block_match", better: +1,
+		only: func(r *Result) bool { return r.RecordedBlockMatch != nil },
+		value: func(r *Result) (string, string, float64, bool) {
+			m := r.RecordedBlockMatch
+			if m == nil {
+				return "n/a", "", 0, false
+			}
+			frac := 0.0
+			if m.Checked > 0 {
+				frac = float64(m.Matched) / float64(m.Checked)
+			}
+			return fmt.Sprintf("%s / %s (%s)", Count(m.Matched), Count(m.Checked), Percent(frac)), "", frac, true
+		}},
 	{label: "Recorded out-of-memory failures reproduced", key: "recorded_oom_match", better: +1,
 		only: func(r *Result) bool { return r.RecordedOOMMatch != nil },
 		value: func(r *Result) (string, string, float64, bool) {

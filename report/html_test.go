@@ -44,6 +44,7 @@ func htmlReport(t *testing.T) Report {
 		r.EventsPerSecond = float64(r.Events) / r.ReplaySeconds
 	}
 	rep.Traces[0].Results[0].RecordedAddressMatch = &AddressMatch{Checked: 2040, Matched: 1998}
+	rep.Traces[0].Results[0].RecordedBlockMatch = &AddressMatch{Checked: 2040, Matched: 2030}
 	return rep
 }
 
@@ -119,7 +120,7 @@ var specKeys = []string{
 	"latency_ns.alloc.max", "latency_ns.alloc.mean",
 	"latency_ns.free.p50", "latency_ns.free.p90", "latency_ns.free.p99", "latency_ns.free.p999",
 	"latency_ns.free.max", "latency_ns.free.mean",
-	"replay_seconds", "events_per_second", "recorded_address_match",
+	"replay_seconds", "events_per_second", "recorded_address_match", "recorded_block_match",
 }
 
 // metricRow returns the comparison table's row for the report.json key.
@@ -142,7 +143,7 @@ func TestHTMLMetrics(t *testing.T) {
 		"Peak in use", "Peak live", "Final reserved", "Internal waste at peak", "Fragmentation", "Utilization",
 		"TF fragmentation max", "TF fragmentation mean", "Device reserve calls", "Device release calls",
 		"Failed device reserves", "Modeled device time", "alloc p50", "alloc p99.9", "free max", "free mean",
-		"Replay time", "Events per second", "Recorded addresses matched"} {
+		"Replay time", "Events per second", "Recorded addresses matched", "Recorded blocks matched"} {
 		assert.Contains(t, page, `class="metric">`+label+`<`, label)
 	}
 
@@ -171,6 +172,8 @@ func TestHTMLMetrics(t *testing.T) {
 	assert.Contains(t, metricRow(t, page, "modeled_device_seconds"), ">"+Seconds(bfc.ModeledDeviceSeconds)+"<")
 	assert.Contains(t, metricRow(t, page, "recorded_address_match"), ">1,998 / 2,040 (97.9%)<")
 	assert.Contains(t, metricRow(t, page, "recorded_address_match"), ">n/a<")
+	assert.Contains(t, metricRow(t, page, "recorded_block_match"), ">2,030 / 2,040 (99.5%)<")
+	assert.Contains(t, metricRow(t, page, "recorded_block_match"), ">n/a<")
 	assert.Contains(t, metricRow(t, page, "latency_ns.alloc.p99"), ">900ns<")
 	assert.Contains(t, metricRow(t, page, "latency_ns.free.max"), ">41.0µs<")
 	assert.Contains(t, metricRow(t, page, "events_per_second"), ">"+Rate(bfc.EventsPerSecond)+"<")
@@ -187,6 +190,10 @@ func TestHTMLMetrics(t *testing.T) {
 	// The address check is a row only when the trace carries addresses.
 	rep.Traces[0].Results[0].RecordedAddressMatch = nil
 	assert.NotContains(t, renderHTML(t, rep, nil), "recorded_address_match")
+
+	// So is the block check, when the trace carries block sizes.
+	rep.Traces[0].Results[0].RecordedBlockMatch = nil
+	assert.NotContains(t, renderHTML(t, rep, nil), "recorded_block_match")
 
 	// So is the check of the recording's failed allocations, with the
 	// options taken from the recording noted under the table.

@@ -109,8 +109,8 @@ func oomNotes(tr *Trace) []string {
 // recordingNotes say, for a trace recorded from a real program, which
 // options each allocator took from the recording and how much of the
 // recording the allocator that models the recorded one reproduced:
-// addresses, and allocations the program failed. (report.json has both
-// counts for every allocator.)
+// addresses, block sizes, and allocations the program failed. (report.json
+// has these counts for every allocator.)
 func recordingNotes(tr *Trace) []string {
 	var notes []string
 	for i := range tr.Results {
@@ -130,11 +130,18 @@ func recordingNotes(tr *Trace) []string {
 		if m := r.RecordedAddressMatch; m != nil {
 			parts = append(parts, fmt.Sprintf("%s of %s recorded addresses", Count(m.Matched), Count(m.Checked)))
 		}
+		if m := r.RecordedBlockMatch; m != nil {
+			parts = append(parts, fmt.Sprintf("%s of %s recorded block sizes", Count(m.Matched), Count(m.Checked)))
+		}
 		if m := r.RecordedOOMMatch; m != nil {
 			parts = append(parts, fmt.Sprintf("%s of %s recorded out-of-memory failures", Count(m.Matched), Count(m.Checked)))
 		}
 		if len(parts) > 0 {
-			notes = append(notes, fmt.Sprintf("%s: reproduced %s", r.Allocator, strings.Join(parts, " and ")))
+			list := parts[len(parts)-1]
+			if len(parts) > 1 {
+				list = strings.Join(parts[:len(parts)-1], ", ") + " and " + list
+			}
+			notes = append(notes, fmt.Sprintf("%s: reproduced %s", r.Allocator, list))
 		}
 	}
 	return notes

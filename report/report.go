@@ -86,6 +86,10 @@ type Result struct {
 	EventsPerSecond      float64       `json:"events_per_second"`
 	Events               int64         `json:"events"`
 	RecordedAddressMatch *AddressMatch `json:"recorded_address_match,omitempty"`
+	// RecordedBlockMatch counts the served allocations whose trace carried
+	// the recorded block size (checked) and those whose block the allocator
+	// gave exactly that size (matched).
+	RecordedBlockMatch *AddressMatch `json:"recorded_block_match,omitempty"`
 	// RecordedOOMMatch counts the allocations the recorded program failed
 	// (checked) and those the allocator failed too (matched).
 	RecordedOOMMatch *AddressMatch    `json:"recorded_oom_match,omitempty"`
@@ -197,8 +201,8 @@ type Latency struct {
 	Mean float64 `json:"mean"`
 }
 
-// AddressMatch counts allocations whose recorded outcome (an address, or a
-// failure) the allocator reproduced.
+// AddressMatch counts allocations whose recorded outcome (an address, a
+// block size, or a failure) the allocator reproduced.
 type AddressMatch struct {
 	Checked int64 `json:"checked"`
 	Matched int64 `json:"matched"`
@@ -292,6 +296,9 @@ func buildResult(r *sim.Result, lowerBound uint64) Result {
 	}
 	if r.AddrChecked > 0 {
 		out.RecordedAddressMatch = &AddressMatch{Checked: r.AddrChecked, Matched: r.AddrMatched}
+	}
+	if r.BlockChecked > 0 {
+		out.RecordedBlockMatch = &AddressMatch{Checked: r.BlockChecked, Matched: r.BlockMatched}
 	}
 	if r.RecordedOOMs > 0 {
 		out.RecordedOOMMatch = &AddressMatch{Checked: r.RecordedOOMs, Matched: r.OOMsMatched}

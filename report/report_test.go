@@ -125,12 +125,14 @@ func TestRecordingNotes(t *testing.T) {
 		Allocator: "pytorch", Options: map[string]any{"expandable_segments": true, "max_split_size_mb": "unlimited"},
 		OptionsFromRecording: []string{"expandable_segments", "max_split_size_mb"},
 		AddrChecked:          199, AddrMatched: 199, RecordedOOMs: 1, OOMsMatched: 1,
+		BlockChecked: 199, BlockMatched: 190,
 		FailedAllocs: 1, FirstOOMEvent: 7, FirstOOMLine: 9, OKAllocs: 199,
 	}}}
 	rep := WithoutTimings(Build([]TraceRun{run}))
 	r := rep.Traces[0].Results[0]
 	assert.Equal(t, []string{"expandable_segments", "max_split_size_mb"}, r.OptionsFromRecording)
 	assert.Equal(t, &AddressMatch{Checked: 1, Matched: 1}, r.RecordedOOMMatch)
+	assert.Equal(t, &AddressMatch{Checked: 199, Matched: 190}, r.RecordedBlockMatch)
 
 	var table, md bytes.Buffer
 	require.NoError(t, WriteTable(&table, rep))
@@ -138,10 +140,29 @@ func TestRecordingNotes(t *testing.T) {
 	assert.Contains(t, table.String(), "  pytorch: as recorded, expandable_segments=true max_split_size_mb=unlimited (--set pytorch.KEY=VALUE for a what-if)\n")
 	assert.Contains(t, md.String(), "- pytorch: as recorded, expandable\\_segments=true max\\_split\\_size\\_mb=unlimited (--set pytorch.KEY=VALUE for a what-if)\n")
 	for _, out := range []string{table.String(), md.String()} {
-		assert.Contains(t, out, "pytorch: reproduced 199 of 199 recorded addresses and 1 of 1 recorded out-of-memory failures\n")
+		assert.Contains(t, out, "pytorch: reproduced 199 of 199 recorded addresses, 190 of 199 recorded block sizes and 1 of 1 recorded out-of-memory failures\n")
 	}
 	var js bytes.Buffer
 	require.NoError(t, WriteJSON(&js, rep))
 	assert.Contains(t, js.String(), `"options_from_recording": [`)
 	assert.Contains(t, js.String(), `"recorded_oom_match": {`)
+	assert.Contains(t, js.String(), `"recorded_block_match": {
+            "checked": 199,
+            "matched": 190
+          }`)
+
+	// Without recorded addresses or block sizes, neither is counted nor
+	// mentioned; two checks still read "A and B".
+	run.Results[0].AddrChecked, run.Results[0].AddrMatched = 0, 0
+	rep = WithoutTimings(Build([]TraceRun{run}))
+	assert.Nil(t, rep.Traces[0].Results[0].RecordedAddressMatch)
+	table.Reset()
+	require.NoError(t, WriteTable(&table, rep))
+	assert.Contains(t, table.String(), "pytorch: reproduced 190 of 199 recorded block sizes and 1 of 1 recorded out-of-memory failures\n")
+	run.Results[0].BlockChecked, run.Results[0].BlockMatched = 0, 0
+	rep = WithoutTimings(Build([]TraceRun{run}))
+	assert.Nil(t, rep.Traces[0].Results[0].RecordedBlockMatch)
+	js.Reset()
+	require.NoError(t, WriteJSON(&js, rep))
+	assert.NotContains(t, js.String(), "recorded_block_match")
 }

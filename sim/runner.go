@@ -78,6 +78,11 @@ type Result struct {
 	// AddrChecked and AddrMatched count allocations whose trace carried the
 	// recorded address, and those the allocator placed at the same address.
 	AddrChecked, AddrMatched int64
+	// BlockChecked and BlockMatched count allocations the allocator served
+	// whose trace carried the recorded block size (trace.HasBlock), and
+	// those whose block (allocators.Block.Size: the bytes the allocator set
+	// aside, rounding and unsplit slack included) has exactly that size.
+	BlockChecked, BlockMatched int64
 	// RecordedOOMs counts the allocations the recorded program failed (an
 	// alloc after a trace.RecordedOOMMark mark), and OOMsMatched
 	// those the allocator failed too.
@@ -500,6 +505,12 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 		r.result.AddrChecked++
 		if ev.Addr == b.Addr {
 			r.result.AddrMatched++
+		}
+	}
+	if ev.Flags&trace.HasBlock != 0 {
+		r.result.BlockChecked++
+		if ev.Block == b.Size {
+			r.result.BlockMatched++
 		}
 	}
 	if r.chk != nil {

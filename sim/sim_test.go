@@ -170,6 +170,29 @@ func TestRecordedAddressMatch(t *testing.T) {
 	assert.Equal(t, int64(1), r.AddrMatched, "naive places the second block at base+512")
 }
 
+// An allocation's recorded block is checked against the size of the block
+// the allocator set aside: bfc and pytorch round 300 bytes up to 512 and
+// 1000 to 1024, and an allocation without a recorded block is not counted.
+func TestRecordedBlockMatch(t *testing.T) {
+	a1 := alloc(1, 300)
+	a1.Block, a1.Flags = 512, trace.HasBlock
+	a2 := alloc(2, 1000)
+	a2.Block, a2.Flags = 1000, trace.HasBlock
+	a3 := alloc(3, 2000)
+	for _, r := range replay(t, []trace.Event{a1, a2, a3}, config(1<<30, "bfc", "pytorch")) {
+		assert.Equal(t, int64(2), r.BlockChecked, r.Allocator)
+		assert.Equal(t, int64(1), r.BlockMatched, r.Allocator)
+		assert.Zero(t, r.AddrChecked, r.Allocator)
+	}
+	// A failed allocation is not checked.
+	a4 := alloc(4, 1<<30)
+	a4.Block, a4.Flags = 1<<30, trace.HasBlock
+	r := replay(t, []trace.Event{a1, a4}, config(1<<20, "bfc"))[0]
+	assert.Equal(t, int64(1), r.FailedAllocs)
+	assert.Equal(t, int64(1), r.BlockChecked)
+	assert.Equal(t, int64(1), r.BlockMatched)
+}
+
 func TestEventsOutput(t *testing.T) {
 	evs := []trace.Event{alloc(7, 4096), alloc(8, 5000), free(7)}
 	var mu sync.Mutex

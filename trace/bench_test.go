@@ -27,6 +27,7 @@ type jsonEvent struct {
 	Size   uint64  `json:"size"`
 	Align  uint64  `json:"align"`
 	Addr   uint64  `json:"addr"`
+	Block  uint64  `json:"block"`
 	T      float64 `json:"t"`
 	Stream int64   `json:"stream"`
 	Tag    string  `json:"tag"`

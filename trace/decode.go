@@ -9,13 +9,14 @@ package trace
 //  1. It checks the JSON syntax as it goes: every key and value, including
 //     the values of keys it does not know, which it walks (nested objects and
 //     arrays too) without keeping them.
-//  2. The value of a known key (op, id, size, align, addr, t, stream, tag,
-//     name; bfcsim_trace only marks a misplaced header) is decoded in place:
-//     integers straight from the digits, t with the float parser of
-//     number.go, strings as a sub-slice of the line, or unescaped into a
-//     reused buffer when they hold escapes. Tags and names are interned.
-//     Known keys written without escapes, as every writer writes them, are
-//     recognised by comparing a word of the line (matchKey).
+//  2. The value of a known key (op, id, size, align, addr, block, t,
+//     stream, tag, name; bfcsim_trace only marks a misplaced header) is
+//     decoded in place: integers straight from the digits, t with the
+//     float parser of number.go, strings as a sub-slice of the line, or
+//     unescaped into a reused buffer when they hold escapes. Tags and
+//     names are interned. Known keys written without escapes, as every
+//     writer writes them, are recognised by comparing a word of the line
+//     (matchKey).
 //  3. The first field error is kept, and the scan goes on: a line that is not
 //     valid JSON is reported as malformed JSON whatever its fields say.
 //  4. When the scan meets anything that is not valid JSON, it stops and
@@ -180,6 +181,9 @@ func (r *Reader) scanEvent(ev *Event, line []byte) (msg string, ok bool) {
 			case keyAddr:
 				ev.Addr, i, msg, ok = uintValue(line, i, "addr")
 				ev.Flags |= HasAddr
+			case keyBlock:
+				ev.Block, i, msg, ok = uintValue(line, i, "block")
+				ev.Flags |= HasBlock
 			case keyT:
 				ev.Flags |= HasT
 				if c := line[i]; c != '-' && (c < '0' || c > '9') {
@@ -275,6 +279,9 @@ end:
 		if fields&hasSize == 0 {
 			return `alloc without required field "size"`, true
 		}
+		if ev.Flags&HasBlock != 0 && ev.Block < ev.Size {
+			return fmt.Sprintf("block %d is smaller than size %d", ev.Block, ev.Size), true
+		}
 	case "free":
 		ev.Op = OpFree
 		if fields&hasID == 0 {
@@ -314,6 +321,7 @@ const (
 	keySize
 	keyAlign
 	keyAddr
+	keyBlock
 	keyT
 	keyStream
 	keyTag
@@ -366,6 +374,10 @@ func matchKey(line []byte, i int) (int, int) {
 		if w&m5 == wName {
 			return i + 5, keyName
 		}
+	case 'b':
+		if w&m6 == wBlock {
+			return i + 6, keyBlock
+		}
 	}
 	return i, keyOther
 }
@@ -381,6 +393,7 @@ const (
 	wAddr   = 'a' | 'd'<<8 | 'd'<<16 | 'r'<<24 | '"'<<32
 	wAlign  = 'a' | 'l'<<8 | 'i'<<16 | 'g'<<24 | 'n'<<32 | '"'<<40
 	wName   = 'n' | 'a'<<8 | 'm'<<16 | 'e'<<24 | '"'<<32
+	wBlock  = 'b' | 'l'<<8 | 'o'<<16 | 'c'<<24 | 'k'<<32 | '"'<<40
 )
 
 // matchKeyShort is matchKey near the end of the line.
@@ -390,7 +403,7 @@ func matchKeyShort(line []byte, i int) (int, int) {
 		text string
 		code int
 	}{{`op"`, keyOp}, {`id"`, keyID}, {`size"`, keySize}, {`stream"`, keyStream}, {`t"`, keyT},
-		{`tag"`, keyTag}, {`addr"`, keyAddr}, {`align"`, keyAlign}, {`name"`, keyName}} {
+		{`tag"`, keyTag}, {`addr"`, keyAddr}, {`align"`, keyAlign}, {`name"`, keyName}, {`block"`, keyBlock}} {
 		if hasPrefix(rest, k.text) {
 			return i + len(k.text), k.code
 		}
@@ -411,6 +424,8 @@ func keyCode(k []byte) int {
 		return keyAlign
 	case "addr":
 		return keyAddr
+	case "block":
+		return keyBlock
 	case "t":
 		return keyT
 	case "stream":

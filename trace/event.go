@@ -50,6 +50,7 @@ const (
 	HasT      uint8 = 1 << iota // T is set
 	HasAddr                     // Addr is set (for an alloc: the recorded address)
 	HasStream                   // Stream is set
+	HasBlock                    // Block is set (an alloc's recorded block size)
 )
 
 // Event is one event of a trace. It is a plain value; the Reader fills it and
@@ -70,6 +71,10 @@ type Event struct {
 	// Addr is the address the recorded program received (alloc, when
 	// Flags&HasAddr), or the reserved address (reserve, release).
 	Addr uint64
+	// Block is the bytes the recorded allocator set aside for the alloc
+	// (TensorFlow's chunk size, PyTorch's block size), when Flags&HasBlock;
+	// never less than Size.
+	Block uint64
 	// T is the event's time in the header's time unit, when Flags&HasT.
 	T float64
 	// Stream is the CUDA stream, when Flags&HasStream.
@@ -82,7 +87,8 @@ type Event struct {
 	Slot uint32
 	// Op is the event's kind.
 	Op Op
-	// Flags records which optional fields are set (HasT, HasAddr, HasStream).
+	// Flags records which optional fields are set (HasT, HasAddr, HasStream,
+	// HasBlock).
 	Flags uint8
 }
 

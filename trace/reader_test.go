@@ -32,7 +32,7 @@ func TestReaderValidTrace(t *testing.T) {
 	text := `{"bfcsim_trace":1,"name":"demo","source":"gen","capacity":1073741824,"time_unit":"us","model":{"layers":2}}
 
 {"op":"alloc","id":1,"size":4096,"t":1,"tag":"w","stream":7}
-{"op":"alloc","id":2,"size":100,"align":512,"t":2,"addr":1099511627776}` + "\r\n" + `
+{"op":"alloc","id":2,"size":100,"align":512,"t":2,"addr":1099511627776,"block":512}` + "\r\n" + `
 {"op":"free","id":1,"t":2}
 {"op":"alloc","id":3,"size":0,"t":3}
 {"op":"mark","name":"fwd","t":3}
@@ -52,8 +52,8 @@ func TestReaderValidTrace(t *testing.T) {
 	require.Len(t, evs, 10)
 	assert.Equal(t, Event{Line: 3, Op: OpAlloc, ID: 1, Size: 4096, T: 1, Tag: "w", Stream: 7,
 		Flags: HasT | HasStream, Slot: 0}, evs[0])
-	assert.Equal(t, Event{Line: 4, Op: OpAlloc, ID: 2, Size: 100, Align: 512, T: 2, Addr: 1 << 40,
-		Flags: HasT | HasAddr, Slot: 1}, evs[1])
+	assert.Equal(t, Event{Line: 4, Op: OpAlloc, ID: 2, Size: 100, Align: 512, T: 2, Addr: 1 << 40, Block: 512,
+		Flags: HasT | HasAddr | HasBlock, Slot: 1}, evs[1])
 	// The free carries the size and slot of the allocation it ends.
 	assert.Equal(t, Event{Line: 6, Op: OpFree, ID: 1, Size: 4096, T: 2, Flags: HasT, Slot: 0}, evs[2])
 	// Slot 0 is reused by the next alloc; the size-0 alloc is an ordinary live id.
@@ -109,6 +109,9 @@ func TestReaderInvalidLines(t *testing.T) {
 		{"t not a number", `{"op":"step","t":"now"}`, "t must be a number, found string"},
 		{"tag not a string", `{"op":"alloc","id":3,"size":1,"tag":5}`, "tag must be a string"},
 		{"stream not an integer", `{"op":"alloc","id":3,"size":1,"stream":1.5}`, "stream must be an integer"},
+		{"block not an integer", `{"op":"alloc","id":3,"size":1,"block":"4"}`, "block must be an integer, found string"},
+		{"negative block", `{"op":"alloc","id":3,"size":1,"block":-4}`, "block -4 is negative"},
+		{"block smaller than size", `{"op":"alloc","id":3,"size":1000,"block":512}`, "block 512 is smaller than size 1000"},
 		{"late header", `{"bfcsim_trace":1}`, "a trace header is allowed only on the first line"},
 	}
 	for _, tc := range cases {
@@ -212,13 +215,16 @@ func TestReaderIOError(t *testing.T) {
 func sampleEvents() []Event {
 	return []Event{
 		{Op: OpAlloc, ID: 1, Size: 4096, T: 0.5, Flags: HasT, Tag: `we"ird\tag` + "\x01é\xff"},
-		{Op: OpAlloc, ID: 2, Size: 1 << 40, Align: 4096, Stream: -3, Addr: 1<<40 + 256, Flags: HasStream | HasAddr},
+		{Op: OpAlloc, ID: 2, Size: 1 << 40, Align: 4096, Stream: -3, Addr: 1<<40 + 256, Block: 1<<40 + 512,
+			Flags: HasStream | HasAddr | HasBlock},
+		{Op: OpAlloc, ID: 3, Size: 0, Block: 0, Flags: HasBlock},
 		{Op: OpMark, Name: "forward", T: 1e9, Flags: HasT},
 		{Op: OpFree, ID: 1, Stream: 7, Flags: HasStream},
 		{Op: OpStep, Name: ""},
 		{Op: OpReserve, Addr: 1 << 40, Size: 2 << 20, Flags: HasAddr},
 		{Op: OpRelease, Addr: 1 << 40, Flags: HasAddr},
 		{Op: OpFree, ID: 2},
+		{Op: OpFree, ID: 3},
 	}
 }
 
@@ -261,8 +267,11 @@ func TestWriterFixedBytes(t *testing.T) {
 	w := NewWriter(&buf)
 	require.NoError(t, w.Write(Event{Op: OpAlloc, ID: 7, Size: 4096, T: 12.5, Flags: HasT, Tag: "x"}))
 	require.NoError(t, w.Write(Event{Op: OpFree, ID: 7, Size: 4096}))
+	require.NoError(t, w.Write(Event{Op: OpAlloc, ID: 8, Size: 100, Addr: 4096, Block: 512, Flags: HasAddr | HasBlock}))
+	require.NoError(t, w.Write(Event{Op: OpFree, ID: 8, Block: 512, Flags: HasBlock}))
 	require.NoError(t, w.Flush())
-	assert.Equal(t, `{"op":"alloc","id":7,"size":4096,"t":12.5,"tag":"x"}`+"\n"+`{"op":"free","id":7}`+"\n", buf.String())
+	assert.Equal(t, `{"op":"alloc","id":7,"size":4096,"t":12.5,"tag":"x"}`+"\n"+`{"op":"free","id":7}`+"\n"+
+		`{"op":"alloc","id":8,"size":100,"addr":4096,"block":512}`+"\n"+`{"op":"free","id":8}`+"\n", buf.String())
 }
 
 func TestCompressionForPath(t *testing.T) {
@@ -276,6 +285,7 @@ func TestCompressionForPath(t *testing.T) {
 func FuzzReader(f *testing.F) {
 	f.Add([]byte(`{"bfcsim_trace":1}` + "\n" + `{"op":"alloc","id":1,"size":3}` + "\n" + `{"op":"free","id":1}`))
 	f.Add([]byte(`{"op":"alloc","id":1,"size":3,"t":1}` + "\n" + `{"op":"alloc","id":1,"size":3,"t":0}`))
+	f.Add([]byte(`{"op":"alloc","id":1,"size":3,"block":512}` + "\n" + `{"op":"alloc","id":2,"size":513,"block":512}`))
 	f.Add([]byte{0x1f, 0x8b, 0, 0})
 	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 1, 2})
 	f.Add([]byte("\n\n\r\n{}\n[]\n\"x\"\n"))
@@ -295,6 +305,9 @@ func FuzzReader(f *testing.F) {
 					allocs++
 					_, dup := live[ev.ID]
 					require.False(t, dup, "alloc of live id delivered")
+					if ev.Flags&HasBlock != 0 {
+						require.GreaterOrEqual(t, ev.Block, ev.Size, "an alloc's block is at least its size")
+					}
 					live[ev.ID] = ev.Size
 					liveBytes += ev.Size
 				case OpFree:

@@ -3,7 +3,8 @@ package trace
 // The reference decoder: the github.com/valyala/fastjson based decoder the
 // Reader used before decode.go, kept verbatim (but for names) so that
 // FuzzDecodeMatchesReference can check that the two agree on every line, and
-// BenchmarkDecode can compare them.
+// BenchmarkDecode can compare them. The block key, added after, is decoded
+// as addr is, and checked against size on an alloc.
 
 import (
 	"fmt"
@@ -132,6 +133,9 @@ func (r *refDecoder) decode(line []byte) (Event, string) {
 		case "addr":
 			ev.Addr, msg = refUintField(f, "addr")
 			ev.Flags |= HasAddr
+		case "block":
+			ev.Block, msg = refUintField(f, "block")
+			ev.Flags |= HasBlock
 		case "t":
 			ev.T, err = f.Float64()
 			if err != nil {
@@ -183,6 +187,9 @@ func (r *refDecoder) decode(line []byte) (Event, string) {
 	switch op {
 	case OpAlloc:
 		msg = refFirstOf(need(hasID, "id"), need(hasSize, "size"))
+		if msg == "" && ev.Flags&HasBlock != 0 && ev.Block < ev.Size {
+			msg = fmt.Sprintf("block %d is smaller than size %d", ev.Block, ev.Size)
+		}
 	case OpFree:
 		msg = need(hasID, "id")
 	case OpMark:

@@ -102,6 +102,9 @@ func AppendEvent(dst []byte, ev Event) []byte {
 		if ev.Flags&HasAddr != 0 {
 			b = strconv.AppendUint(append(b, `,"addr":`...), ev.Addr, 10)
 		}
+		if ev.Flags&HasBlock != 0 {
+			b = strconv.AppendUint(append(b, `,"block":`...), ev.Block, 10)
+		}
 	case OpStep, OpMark:
 		if ev.Name != "" || ev.Op == OpMark {
 			b = appendString(append(b, `,"name":`...), ev.Name)

@@ -41,12 +41,14 @@ is a regression when it is worse than the baseline by more than the tolerance
 (a relative change: with 2%, a peak of 100 MiB may grow to 102 MiB), better
 when it improved by more, ok otherwise. From a zero baseline any worsening is
 a regression. Lower is better for every metric but utilization, ok_allocs,
-recorded_address_match.matched and events_per_second.
+recorded_address_match.matched, recorded_block_match.matched and
+events_per_second.
 
 Compared: peak_reserved_bytes, peak_in_use_bytes, final_reserved_bytes,
 fragmentation, utilization, internal_waste_at_peak_bytes, tf_fragmentation.max
 and .mean, ok_allocs, failed_allocs, device_reserve_calls,
-device_release_calls, modeled_device_seconds, recorded_address_match.matched.
+device_release_calls, modeled_device_seconds, recorded_address_match.matched,
+recorded_block_match.matched.
 Shown but compared only with --compare-latency, as wall-clock times vary from
 machine to machine: latency_ns.alloc and .free p50 and p99,
 events_per_second, replay_seconds.

@@ -93,6 +93,7 @@ func TestReplayJSONKeysAndConsistency(t *testing.T) {
 				assert.Contains(t, r, k, "%s lacks %s", name, k)
 			}
 			assert.NotContains(t, r, "recorded_address_match", "the traces carry no addr")
+			assert.NotContains(t, r, "recorded_block_match", "the traces carry no block")
 			num := func(k string) float64 { return r[k].(float64) }
 			live, reserved := num("peak_live_bytes"), num("peak_reserved_bytes")
 			assert.InDelta(t, 1-live/reserved, num("fragmentation"), 1e-9, name)
@@ -141,6 +142,28 @@ func writeTrace(t *testing.T, lines ...string) string {
 	path := filepath.Join(t.TempDir(), "bad.jsonl")
 	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644))
 	return path
+}
+
+// A trace that carries the recorded block sizes gets recorded_block_match:
+// bfc rounds 300 bytes up to a 512-byte chunk and 1000 to 1024; a block
+// smaller than its request is an error naming its line.
+func TestReplayRecordedBlocks(t *testing.T) {
+	path := writeTrace(t,
+		`{"op":"alloc","id":1,"size":300,"block":512}`,
+		`{"op":"alloc","id":2,"size":1000,"block":1000}`,
+		`{"op":"alloc","id":3,"size":2000}`,
+		`{"op":"free","id":1}`,
+	)
+	rep := replayJSON(t, path, "-a", "bfc")
+	r := rep["traces"].([]any)[0].(map[string]any)["results"].([]any)[0].(map[string]any)
+	assert.Equal(t, map[string]any{"checked": 2.0, "matched": 1.0}, r["recorded_block_match"])
+	assert.NotContains(t, r, "recorded_address_match")
+
+	bad := writeTrace(t, `{"op":"alloc","id":1,"size":300,"block":512}`, `{"op":"alloc","id":2,"size":1000,"block":512}`)
+	code, stdout, stderr := cli(t, "", "replay", bad)
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout)
+	assert.Equal(t, "bfcsim: "+bad+":2: block 512 is smaller than size 1000\n", stderr)
 }
 
 func TestReplayInvalidTrace(t *testing.T) {
