@@ -39,8 +39,9 @@ func (t *openedTrace) Close() error {
 // openTrace opens path ("-" for standard input) as a trace, recognising a
 // recording by its content and converting it on the fly (the PyTorch
 // device is the one with the most entries; `bfcsim import --device` picks
-// another).
-func openTrace(ctx context.Context, e *env, path string, skipInvalid bool) (*openedTrace, error) {
+// another). tfAllocator picks a TensorFlow capture's allocator ("": the
+// only one).
+func openTrace(ctx context.Context, e *env, path string, skipInvalid bool, tfAllocator string) (*openedTrace, error) {
 	t := &openedTrace{path: path, size: -1}
 	var in io.Reader = e.stdin
 	name := "stdin"
@@ -64,6 +65,7 @@ func openTrace(ctx context.Context, e *env, path string, skipInvalid bool) (*ope
 		Name:        traceNameOf(path, "stdin"),
 		SkipInvalid: skipInvalid,
 		Device:      -1,
+		Allocator:   tfAllocator,
 	})
 	if err != nil {
 		if t.file != nil {

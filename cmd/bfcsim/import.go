@@ -16,6 +16,7 @@ import (
 	"github.com/bfcsim/bfcsim/trace/malloclab"
 	"github.com/bfcsim/bfcsim/trace/mtrace"
 	"github.com/bfcsim/bfcsim/trace/pytorch"
+	"github.com/bfcsim/bfcsim/trace/tensorflow"
 )
 
 // importFormat is one input format of `bfcsim import`. Adding a format is
@@ -56,19 +57,27 @@ var importFormats = []importFormat{
 		flags:     []string{"device"},
 		summarize: func(st any) importResult { return pytorchResult(st.(pytorch.Stats)) },
 	},
+	{
+		format:    input.TensorFlow,
+		name:      input.TensorFlow.Name(),
+		help:      "a TensorFlow profiler capture: *.xplane.pb (tf.profiler, TensorBoard's profile_batch) or *.memory_profile.json.gz",
+		flags:     []string{"allocator"},
+		summarize: func(st any) importResult { return tensorflowResult(st.(tensorflow.Stats)) },
+	},
 }
 
 // importFlags are the format-specific flags, with the formats' names in
 // their help. A flag that no format in importFormats reads is hidden.
-var importFlags = []string{"no-addr", "device"}
+var importFlags = []string{"no-addr", "device", "allocator"}
 
 // importOptions are the flags of `bfcsim import`.
 type importOptions struct {
 	out         string
 	name        string
 	skipInvalid bool
-	noAddr      bool // mtrace
-	device      int  // pytorch; -1 picks the device with the most entries
+	noAddr      bool   // mtrace
+	device      int    // pytorch; -1 picks the device with the most entries
+	allocator   string // tensorflow; "" takes the only one
 	quiet       bool
 }
 
@@ -108,7 +117,7 @@ func newImportCmd(e *env) *cobra.Command {
 	}
 	cmd := &cobra.Command{
 		Use:   "import FORMAT INPUT [-o OUTPUT]",
-		Short: "Convert a recording (PyTorch snapshot, mtrace, malloc-lab) to a bfcsim trace",
+		Short: "Convert a recording (PyTorch snapshot, TensorFlow capture, mtrace, malloc-lab) to a bfcsim trace",
 		Long: `Convert a trace recorded by another tool to a bfcsim trace. Formats:
 
 ` + formats.String() + `
@@ -122,6 +131,7 @@ a terminal.
 replay, plot, compare, sweep and validate also take these recordings
 directly, recognised by their content, and convert them on the fly to the
 same trace; import is for keeping the trace, or picking --device.
+(replay and the others take --allocator too.)
 
 An input line that cannot be converted stops the conversion with
 file:line: reason (exit 2); --skip-invalid counts and skips such lines.
@@ -135,10 +145,20 @@ to run code (GLOBAL, REDUCE, BUILD, ...) is refused: a snapshot holds only
 plain data. --device picks the device (default: the one with the most trace
 entries). The snapshot is read in one pass, in memory that does not grow
 with its trace: a large one spools its entries to a temporary file ($TMPDIR,
-about 25 bytes an entry). See docs/recording.md.`,
+about 25 bytes an entry). See docs/recording.md.
+
+A TensorFlow profiler capture holds the events of several allocators
+(GPU_0_bfc, gpu_host_bfc, ...): --allocator picks one, and without it a
+capture with more than one is refused with their list. It starts mid-run:
+the chunks allocated before it and freed in it, and the rest of the bytes
+then in use (one allocation without an address), make its start state.
+Each allocation carries the chunk's size as block, for recorded_block_match;
+addresses are kept, moved to the simulated device's base, only when the
+capture starts from an empty pool.`,
 		Example: `  bfcsim import mtrace mtrace.log -o prog.jsonl.zst
   bfcsim import malloclab short1.rep -o short1.jsonl
   bfcsim import pytorch snapshot.pickle --device 0 -o run.jsonl.zst
+  bfcsim import tensorflow logs/plugins/profile/run/host.xplane.pb --allocator GPU_0_bfc -o gpu0.jsonl.zst
   zcat big.log.gz | bfcsim import mtrace - | bfcsim replay -`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			switch {
@@ -174,6 +194,7 @@ about 25 bytes an entry). See docs/recording.md.`,
 	f.BoolVar(&o.skipInvalid, "skip-invalid", false, "count and skip input lines that cannot be converted instead of stopping")
 	f.BoolVar(&o.noAddr, "no-addr", false, "mtrace: leave the recorded addresses out of the trace")
 	f.IntVar(&o.device, "device", -1, "pytorch: the CUDA device whose allocations to import (-1: the one with the most)")
+	f.StringVar(&o.allocator, "allocator", "", "tensorflow: the allocator whose events to import, e.g. GPU_0_bfc (needed when the capture has several)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar")
 	for _, name := range importFlags {
 		used := slices.ContainsFunc(importFormats, func(f importFormat) bool { return slices.Contains(f.flags, name) })
@@ -227,6 +248,7 @@ func runImport(cmd *cobra.Command, e *env, o *importOptions, format, path string
 			SkipInvalid: o.skipInvalid,
 			Device:      o.device,
 			NoAddr:      o.noAddr,
+			Allocator:   o.allocator,
 		})
 		if err != nil {
 			return err
@@ -426,5 +448,41 @@ func malloclabResult(st malloclab.Stats) importResult {
 	res.notes = countNote(res.notes, st.Reallocs, "realloc", "reallocs")
 	res.notes = countNote(res.notes, st.Skipped, "invalid line skipped", "invalid lines skipped")
 	res.warnings = append(st.Warnings, skippedWarnings(st.SkippedErrors, st.Skipped)...)
+	return res
+}
+
+// tensorflowResult summarises a TensorFlow capture's conversion: the
+// allocator, what of the start state was recorded and what inferred, the
+// memory limit, and whether TensorBoard sampled the memory profile.
+func tensorflowResult(st tensorflow.Stats) importResult {
+	res := importResult{events: st.Events, allocs: st.Allocs, frees: st.Frees, peakLiveBytes: st.PeakLiveBytes}
+	res.notes = append(res.notes, "allocator "+st.Allocator)
+	if len(st.Allocators) > 1 {
+		res.notes = append(res.notes, fmt.Sprintf("%d allocators in the capture", len(st.Allocators)))
+	}
+	if st.StartInUseBytes > 0 {
+		res.notes = append(res.notes, fmt.Sprintf("%s in use when the capture started: %s in %d chunks freed in it (recorded), %s not (inferred, no address)",
+			report.Bytes(st.StartInUseBytes), report.Bytes(st.StartChunkBytes), st.StartChunks, report.Bytes(st.StartInferredBytes)))
+	} else {
+		res.notes = append(res.notes, "the capture starts from an empty pool")
+	}
+	if st.CapacityBytes > 0 {
+		res.notes = append(res.notes, "memory limit "+report.Bytes(st.CapacityBytes))
+	}
+	if st.AddressesRebased {
+		res.notes = append(res.notes, "addresses moved to the simulated device's base, to compare")
+	} else {
+		res.notes = append(res.notes, "addresses left out (the pool's layout at the start is unknown)")
+	}
+	res.notes = countNote(res.notes, st.Steps, "step", "steps")
+	if st.Inconsistent > 0 {
+		res.warnings = append(res.warnings, fmt.Sprintf("%d events whose bytes in use do not follow from the event before: the capture lost or reordered events", st.Inconsistent))
+	}
+	switch {
+	case st.Sampled:
+		res.warnings = append(res.warnings, fmt.Sprintf("TensorBoard sampled this memory profile: %d snapshots of a longer run, so events are missing; the *.xplane.pb beside it has them all", st.Snapshots))
+	case st.Truncated:
+		res.warnings = append(res.warnings, fmt.Sprintf("TensorBoard kept only the %d snapshots with the least free memory of this run, so events are missing; the *.xplane.pb beside it has them all", st.Snapshots))
+	}
 	return res
 }

@@ -143,9 +143,9 @@ func TestImportErrors(t *testing.T) {
 	bad := writeFile(t, "bad.mtrace", "= Start\n@ ./p:[0x1] + 0x10 0x10\n@ ./p:[0x1] + 0x20\n")
 	badRep := writeFile(t, "bad.rep", "0\n1\n2\n1\na 0 8\nf 1\n")
 	out := filepath.Join(t.TempDir(), "out.jsonl")
-	assertUsageError(t, []string{"import"}, "import needs a format (malloclab, mtrace, pytorch) and an input file")
+	assertUsageError(t, []string{"import"}, "import needs a format (malloclab, mtrace, pytorch, tensorflow) and an input file")
 	assertUsageError(t, []string{"import", "mtrace"}, "import mtrace needs an input file, or - for standard input")
-	assertUsageError(t, []string{"import", "pickle", good}, `unknown import format "pickle" (want one of malloclab, mtrace, pytorch)`)
+	assertUsageError(t, []string{"import", "pickle", good}, `unknown import format "pickle" (want one of malloclab, mtrace, pytorch, tensorflow)`)
 	assertUsageError(t, []string{"import", "pickle"}, `unknown import format "pickle"`)
 	assertUsageError(t, []string{"import", "mtrace", good, good}, "import takes a format and one input file, got 3 arguments")
 	assertUsageError(t, []string{"import", "mtrace", filepath.Join(t.TempDir(), "missing")}, "no such file or directory")
@@ -184,7 +184,8 @@ func TestImportHelpListsFormats(t *testing.T) {
 		assert.Regexp(t, `(?m)^  `+f.name+`\s+`+regexp.QuoteMeta(f.help)+`$`, out)
 	}
 	assert.Contains(t, out, "--no-addr")
-	assert.Contains(t, out, "--device int     pytorch:")
+	assert.Regexp(t, `--device int\s+pytorch:`, out)
+	assert.Regexp(t, `--allocator string\s+tensorflow:`, out)
 }
 
 func TestTraceNameOf(t *testing.T) {

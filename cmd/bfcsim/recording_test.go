@@ -71,7 +71,7 @@ func TestRecordingsReplayDirectly(t *testing.T) {
 // An input that is none of the formats gets one line saying what it looks
 // like and what was expected.
 func TestReplayUnknownInput(t *testing.T) {
-	const want = "; expected a bfcsim trace (JSON Lines), a PyTorch memory snapshot (pickle or JSON), a glibc mtrace log or a malloc-lab trace\n"
+	const want = "; expected a bfcsim trace (JSON Lines), a PyTorch memory snapshot (pickle or JSON), a TensorFlow profiler capture (*.xplane.pb or *.memory_profile.json.gz), a glibc mtrace log or a malloc-lab trace\n"
 	text := writeFile(t, "notes.txt", "hello world\n")
 	code, _, stderr := cli(t, "", "replay", text)
 	assert.Equal(t, 2, code)

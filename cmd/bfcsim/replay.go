@@ -36,6 +36,9 @@ type replayOptions struct {
 	latencySample int
 	// record, when set, asks the replay for the series plots are drawn from.
 	record *sim.RecordConfig
+	// tfAllocator picks the allocator of a TensorFlow profiler capture
+	// (--allocator GPU_0_bfc).
+	tfAllocator string
 	// allocatorsGiven says -a was given. When it was not, an allocator
 	// named by --set joins the default set: --set pytorch.KEY=VALUE alone
 	// is enough to replay pytorch.
@@ -56,7 +59,9 @@ their modeled time, allocation latency, and replay speed.
 A trace is a JSON Lines file (optionally .gz or .zst), or - for standard input.
 A recording is taken as it is, recognised by its content, and converted on
 the fly as 'bfcsim import' would: a PyTorch memory snapshot (pickle or JSON;
-its device with the most entries), a glibc mtrace log, a malloc-lab trace.
+its device with the most entries), a TensorFlow profiler capture (*.xplane.pb
+or *.memory_profile.json.gz; --allocator picks its allocator), a glibc
+mtrace log, a malloc-lab trace.
 The device capacity is --capacity, else the trace header's, else 80GiB.
 A recording's own allocator settings (a PyTorch snapshot's
 allocator_settings: expandable_segments and the rest) are where the
@@ -98,6 +103,7 @@ func (o *replayOptions) addFlags(cmd *cobra.Command, multi bool) {
 	f.BoolVar(&o.touch, "touch", false, "with --space host, write every page of each allocation as it is made")
 	f.StringArrayVar(&o.sets, "set", nil, "allocator or space option NAME.KEY=VALUE, repeatable (e.g. bfc.allow_growth=false)")
 	f.BoolVar(&o.skipInvalid, "skip-invalid", false, "count and skip invalid events instead of stopping at the first")
+	f.StringVar(&o.tfAllocator, "allocator", "", "a TensorFlow profiler capture's allocator to replay, e.g. GPU_0_bfc (needed when it has several)")
 	f.BoolVar(&o.stopOnOOM, "stop-on-oom", false, "stop each allocator's replay at its first failed allocation")
 	f.BoolVar(&o.check, "check", false, "verify every allocation with the invariant checker (slower)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar, and no line saying how a recording was converted")
@@ -262,7 +268,7 @@ func runReplay(cmd *cobra.Command, e *env, o *replayOptions, paths []string) err
 
 func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs []sim.AllocatorSpec,
 	capacity uint64, spaceOpts allocators.Options) (report.TraceRun, error) {
-	t, err := openTrace(cmd.Context(), e, path, o.skipInvalid)
+	t, err := openTrace(cmd.Context(), e, path, o.skipInvalid, o.tfAllocator)
 	if err != nil {
 		return report.TraceRun{}, err
 	}
@@ -308,7 +314,7 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 			}
 		}()
 		cfg.Reread = func() (sim.Source, error) {
-			r, err := openTrace(cmd.Context(), e, path, o.skipInvalid)
+			r, err := openTrace(cmd.Context(), e, path, o.skipInvalid, o.tfAllocator)
 			if err != nil {
 				return nil, err
 			}

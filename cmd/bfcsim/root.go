@@ -40,9 +40,9 @@ CI verdict.
   bfcsim merge shard-*/report.json           combine the shards of a sweep
   bfcsim plot t.jsonl --kind memmap -o m.png draw one plot (PNG or SVG)
   bfcsim gen transformer-train -o t.jsonl    make a synthetic trace
-  bfcsim replay snapshot.pickle -a pytorch   a PyTorch snapshot, mtrace log or malloc-lab
-                                             trace, as it is: converted on the fly
-  bfcsim import pytorch s.pickle -o t.jsonl  convert a recording (pytorch, mtrace, malloclab)
+  bfcsim replay snapshot.pickle -a pytorch   a PyTorch snapshot, TensorFlow capture, mtrace log
+                                             or malloc-lab trace, as it is: converted on the fly
+  bfcsim import pytorch s.pickle -o t.jsonl  convert a recording (pytorch, tensorflow, mtrace, malloclab)
   bfcsim validate trace.jsonl                check a trace and summarise it
   bfcsim inspect oom.log                     explain a TensorFlow BFC dump or OOM log
 

@@ -8,7 +8,9 @@
 //  1. The input is decompressed if it starts with the gzip or zstd magic
 //     bytes, and its first bytes (up to sniffBytes) are looked at.
 //  2. Detect names the format: a pickle's PROTO opcode, a JSON object whose
-//     first key is a snapshot's, mtrace's "= Start" and "@ " lines,
+//     first key is a snapshot's, a TensorFlow profiler capture (an XSpace
+//     protobuf whose first plane has a plane's name, or the JSON of
+//     TensorBoard's memory profile), mtrace's "= Start" and "@ " lines,
 //     malloc-lab's four header numbers and its a, f and r lines, and
 //     anything else that starts like JSON is a trace. Input that is none of
 //     these (binary data, a pickle of something else, plain text) is an
@@ -38,6 +40,7 @@ import (
 	"github.com/bfcsim/bfcsim/trace/malloclab"
 	"github.com/bfcsim/bfcsim/trace/mtrace"
 	"github.com/bfcsim/bfcsim/trace/pytorch"
+	"github.com/bfcsim/bfcsim/trace/tensorflow"
 )
 
 // Format is a kind of input.
@@ -45,22 +48,24 @@ type Format int
 
 // The formats bfcsim reads.
 const (
-	Trace     Format = iota // a bfcsim trace: JSON Lines
-	PyTorch                 // a PyTorch memory snapshot: pickle or JSON
-	Mtrace                  // a glibc mtrace log
-	Malloclab               // a CMU malloc-lab trace (.rep)
+	Trace      Format = iota // a bfcsim trace: JSON Lines
+	PyTorch                  // a PyTorch memory snapshot: pickle or JSON
+	Mtrace                   // a glibc mtrace log
+	Malloclab                // a CMU malloc-lab trace (.rep)
+	TensorFlow               // a TensorFlow profiler capture: XSpace or memory profile
 )
 
 // Formats lists every format, trace first.
-var Formats = []Format{Trace, PyTorch, Mtrace, Malloclab}
+var Formats = []Format{Trace, PyTorch, Mtrace, Malloclab, TensorFlow}
 
-var formatNames = [...]string{Trace: "trace", PyTorch: "pytorch", Mtrace: "mtrace", Malloclab: "malloclab"}
+var formatNames = [...]string{Trace: "trace", PyTorch: "pytorch", Mtrace: "mtrace", Malloclab: "malloclab", TensorFlow: "tensorflow"}
 
 var formatDescriptions = [...]string{
-	Trace:     "a bfcsim trace",
-	PyTorch:   "a PyTorch memory snapshot",
-	Mtrace:    "a glibc mtrace log",
-	Malloclab: "a malloc-lab trace",
+	Trace:      "a bfcsim trace",
+	PyTorch:    "a PyTorch memory snapshot",
+	Mtrace:     "a glibc mtrace log",
+	Malloclab:  "a malloc-lab trace",
+	TensorFlow: "a TensorFlow profiler capture",
 }
 
 // Name is the format's name as `bfcsim import` spells it ("pytorch").
@@ -70,7 +75,7 @@ func (f Format) Name() string { return formatNames[f] }
 func (f Format) String() string { return formatDescriptions[f] }
 
 // expected is what an input that is none of the formats is told.
-const expected = "expected a bfcsim trace (JSON Lines), a PyTorch memory snapshot (pickle or JSON), a glibc mtrace log or a malloc-lab trace"
+const expected = "expected a bfcsim trace (JSON Lines), a PyTorch memory snapshot (pickle or JSON), a TensorFlow profiler capture (*.xplane.pb or *.memory_profile.json.gz), a glibc mtrace log or a malloc-lab trace"
 
 // sniffBytes is how much of an input Detect may look at: enough for the
 // first lines of any format.
@@ -93,12 +98,18 @@ type Options struct {
 	// TempDir is where a large snapshot spools its trace while it is
 	// converted ("": the system's).
 	TempDir string
+	// Allocator picks the allocator of a TensorFlow capture ("GPU_0_bfc");
+	// "" takes the only one.
+	Allocator string
 }
 
 // Detect names the format of an input from its first bytes (decompressed),
 // or says what the input looks like when it is none of the formats. eof
 // says head is the whole input.
 func Detect(head []byte, eof bool) (Format, error) {
+	if tensorflow.LooksLikeXSpace(head) {
+		return TensorFlow, nil // before the whitespace trim: the XSpace's first byte is '\n'
+	}
 	head = bytes.TrimPrefix(head, []byte{0xef, 0xbb, 0xbf}) // a UTF-8 BOM
 	text := bytes.TrimLeft(head, " \t\r\n")
 	if len(text) == 0 {
@@ -112,6 +123,8 @@ func Detect(head []byte, eof bool) (Format, error) {
 	case c == '{':
 		if k, ok := firstKey(text); ok && snapshotKeys[k] {
 			return PyTorch, nil
+		} else if ok && tensorflow.MemoryProfileKeys[k] {
+			return TensorFlow, nil
 		}
 		return Trace, nil
 	case c == '[':
@@ -401,6 +414,12 @@ func Convert(ctx context.Context, f Format, r io.Reader, file string, w *trace.W
 	case Malloclab:
 		st, err := malloclab.Convert(r, file, w, malloclab.Options{Name: opt.Name, Lenient: opt.SkipInvalid})
 		return st, err
+	case TensorFlow:
+		st, err := tensorflow.ConvertAny(ctx, r, file, w, tensorflow.Options{Name: opt.Name, Allocator: opt.Allocator})
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
 	}
 	return nil, fmt.Errorf("%s: %s is not a recording to convert", file, f)
 }

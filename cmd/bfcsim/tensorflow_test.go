@@ -1,0 +1,80 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bfcsim/bfcsim/internal/tfcapture"
+	"github.com/bfcsim/bfcsim/trace"
+	"github.com/bfcsim/bfcsim/trace/tensorflow"
+)
+
+// writeCapture makes a profiler capture of a bundled trace with bfcsim's
+// bfc (internal/tfcapture) and writes it as an *.xplane.pb.
+func writeCapture(t *testing.T, traceFile string, o tfcapture.Options) string {
+	t.Helper()
+	f, err := os.Open(bundled + traceFile)
+	require.NoError(t, err)
+	defer f.Close()
+	r, err := trace.NewReader(f, traceFile)
+	require.NoError(t, err)
+	var evs []trace.Event
+	for r.Next() {
+		evs = append(evs, r.Event())
+	}
+	require.NoError(t, r.Err())
+	c, err := tfcapture.FromTrace(evs, o)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "host.xplane.pb")
+	out, err := os.Create(path)
+	require.NoError(t, err)
+	require.NoError(t, tensorflow.WriteCapture(out, c))
+	require.NoError(t, out.Close())
+	return path
+}
+
+// A capture from the start of a run, replayed as it is against bfc: every
+// allocation lands at its recorded address with its recorded chunk size.
+// Replayed against pytorch and naive it is the what-if: their blocks differ.
+func TestReplayTensorFlowCapture(t *testing.T) {
+	path := writeCapture(t, "transformer-infer.jsonl", tfcapture.Options{Allocator: "GPU_0_bfc", Capacity: 16 << 30})
+	rep := replayJSON(t, path, "-a", "bfc,pytorch")
+	tr := rep["traces"].([]any)[0].(map[string]any)
+	assert.Equal(t, float64(16<<30), tr["capacity_bytes"], "the memory limit, from the capture")
+	results := tr["results"].([]any)
+	bfc := results[0].(map[string]any)
+	addr := bfc["recorded_address_match"].(map[string]any)
+	block := bfc["recorded_block_match"].(map[string]any)
+	assert.Positive(t, addr["checked"])
+	assert.Equal(t, addr["checked"], addr["matched"], "every allocation at its recorded address")
+	assert.Equal(t, block["checked"], block["matched"], "every chunk of its recorded size")
+	assert.Equal(t, addr["checked"], block["checked"])
+	py := results[1].(map[string]any)["recorded_block_match"].(map[string]any)
+	assert.Less(t, py["matched"], py["checked"], "pytorch rounds otherwise")
+
+	code, _, stderr := cli(t, "", "import", "tensorflow", path, "--allocator", "GPU_9_bfc")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "--allocator GPU_9_bfc: the capture has no events of it (it has GPU_0_bfc)")
+}
+
+// A capture with several allocators: replay and import exit 2 listing them,
+// and --allocator picks one.
+func TestTensorFlowCaptureSeveralAllocators(t *testing.T) {
+	code, _, stderr := cli(t, "", "replay", "../../trace/tensorflow/testdata/real/gpu-multi-worker.xplane.pb.zst")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "GPU_4_bfc (969 events), GPU_6_bfc (969 events), gpu_host_bfc (536 events), GPU_1_bfc (19 events); pick one with --allocator NAME")
+
+	out := filepath.Join(t.TempDir(), "g4.jsonl")
+	code, _, stderr = cli(t, "", "import", "tensorflow", "../../trace/tensorflow/testdata/real/gpu-multi-worker.xplane.pb.zst", "--allocator", "GPU_4_bfc", "-o", out)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "allocator GPU_4_bfc")
+	assert.Contains(t, stderr, "3.74 GiB in use when the capture started")
+	rep := replayJSON(t, out, "-a", "bfc")
+	res := rep["traces"].([]any)[0].(map[string]any)["results"].([]any)[0].(map[string]any)
+	assert.Zero(t, res["failed_allocs"])
+	assert.Contains(t, res, "recorded_block_match")
+}

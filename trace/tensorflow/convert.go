@@ -1,0 +1,369 @@
+// Package tensorflow imports TensorFlow profiler captures: the XSpace
+// (*.xplane.pb) that tf.profiler and the Keras TensorBoard callback write,
+// and TensorBoard's derived *.memory_profile.json.gz. Each allocation and
+// free a TensorFlow allocator made in the capture window (the
+// MemoryAllocation and MemoryDeallocation events BFCAllocator::AddTraceMe
+// records, with the chunk's address, requested size and size) becomes a
+// trace event; the allocator's running stats on each event give the bytes
+// in use when the window opened and the memory limit.
+//
+// A capture starts mid-run. What is known of the memory in use when it
+// opened goes first, between the marks "start state" and "recording
+// starts": a chunk allocated before the window and freed in it, with the
+// address and sizes its free records; and the rest of the bytes the
+// allocator had in use, which no event names, as one allocation without an
+// address. Stats says how much of each.
+package tensorflow
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/bfcsim/bfcsim/trace"
+)
+
+// Options tune a conversion.
+type Options struct {
+	// Name names the trace in its header; "" uses the allocator's name.
+	Name string
+	// Allocator picks the allocator whose events are converted
+	// ("GPU_0_bfc"); "" takes the only one, and fails with
+	// *SeveralAllocatorsError when the capture has more.
+	Allocator string
+}
+
+// AllocatorCount is one allocator of a capture and its number of events.
+type AllocatorCount struct {
+	Name   string
+	Events int
+}
+
+// SeveralAllocatorsError is the error for a capture with events of more
+// than one allocator and no Options.Allocator: it lists them, busiest
+// first.
+type SeveralAllocatorsError struct {
+	Allocators []AllocatorCount
+}
+
+func (e *SeveralAllocatorsError) Error() string {
+	parts := make([]string, len(e.Allocators))
+	for i, a := range e.Allocators {
+		parts[i] = fmt.Sprintf("%s (%d events)", a.Name, a.Events)
+	}
+	return fmt.Sprintf("the capture holds the events of %d allocators: %s; pick one with --allocator NAME",
+		len(e.Allocators), strings.Join(parts, ", "))
+}
+
+// Stats describe a conversion.
+type Stats struct {
+	// Format is "xplane" or "memory_profile".
+	Format string
+	// Allocator is the allocator converted; Allocators every allocator of
+	// the capture, busiest first.
+	Allocator  string
+	Allocators []AllocatorCount
+	// Events counts the events written, header aside; Allocs and Frees
+	// the allocations and frees of the window.
+	Events, Allocs, Frees int64
+	Steps                 int64
+	// CapacityBytes is TensorFlow's memory limit: bytes in use plus
+	// reserved plus available, on the first event. 0 when the capture does
+	// not say (an allocator without a limit).
+	CapacityBytes uint64
+	// StartInUseBytes is what the allocator had in use when the window
+	// opened; StartChunks and StartChunkBytes the part of it recorded (chunks
+	// allocated before and freed in the window, with their addresses), and
+	// StartInferredBytes the rest, inferred from the stats.
+	StartInUseBytes    uint64
+	StartChunks        int
+	StartChunkBytes    uint64
+	StartInferredBytes uint64
+	// WindowPs is the time from the first event to the last, in
+	// picoseconds.
+	WindowPs int64
+	// Inconsistent counts events whose bytes in use do not follow from
+	// the one before (previous ± chunk size), which a capture whose events
+	// came out of order, or that mixes allocator instances, shows.
+	Inconsistent int64
+	// Snapshots, Sampled and Truncated describe a memory_profile.json.gz:
+	// its snapshots, and whether TensorBoard sampled them (kept some of a
+	// longer run) or kept only the 1,000 with the least free memory.
+	Snapshots          int
+	Sampled, Truncated bool
+	// PeakLiveBytes is the most bytes the trace holds allocated at once.
+	PeakLiveBytes uint64
+	// AddressesRebased says the capture starts from an empty pool, so its
+	// addresses are in the trace, moved by the same amount to the
+	// simulated device's base (the first chunk at 1<<40). Otherwise the
+	// trace has none: the layout of what was in use before is unknown.
+	AddressesRebased bool
+}
+
+// Convert reads an XSpace capture from r and writes the trace of one of its
+// allocators to w. file names r in errors.
+func Convert(ctx context.Context, r io.Reader, file string, w *trace.Writer, opt Options) (Stats, error) {
+	evs, err := readXSpace(r, file)
+	if err != nil {
+		return Stats{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Stats{}, err
+	}
+	st := Stats{Format: "xplane"}
+	return st, writeEvents(evs, file, w, opt, &st)
+}
+
+// pickAllocator chooses the allocator to convert and counts them all.
+func pickAllocator(evs []memEvent, opt Options, st *Stats) (string, error) {
+	counts := map[string]int{}
+	for _, e := range evs {
+		counts[e.allocator]++
+	}
+	for name, n := range counts {
+		st.Allocators = append(st.Allocators, AllocatorCount{Name: name, Events: n})
+	}
+	slices.SortFunc(st.Allocators, func(a, b AllocatorCount) int {
+		return cmp.Or(cmp.Compare(b.Events, a.Events), cmp.Compare(a.Name, b.Name))
+	})
+	switch {
+	case len(counts) == 0:
+		return "", fmt.Errorf("%w: TensorFlow records them with the profiler's host tracer at level 2 or more (its default), for allocators that keep stats (BFC); see docs/recording.md", errNoMemoryEvents)
+	case opt.Allocator != "":
+		if counts[opt.Allocator] == 0 {
+			names := make([]string, len(st.Allocators))
+			for i, a := range st.Allocators {
+				names[i] = a.Name
+			}
+			return "", fmt.Errorf("--allocator %s: the capture has no events of it (it has %s)", opt.Allocator, strings.Join(names, ", "))
+		}
+		return opt.Allocator, nil
+	case len(counts) > 1:
+		return "", &SeveralAllocatorsError{Allocators: st.Allocators}
+	}
+	return st.Allocators[0].Name, nil
+}
+
+// writeEvents writes the trace of one allocator's events.
+func writeEvents(all []memEvent, file string, w *trace.Writer, opt Options, st *Stats) error {
+	name, err := pickAllocator(all, opt, st)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	st.Allocator = name
+	var evs []memEvent
+	for _, e := range all {
+		if e.allocator == name {
+			evs = append(evs, e)
+		}
+	}
+	// The allocator's lock orders its events; their times follow it.
+	slices.SortStableFunc(evs, func(a, b memEvent) int { return cmp.Or(cmp.Compare(a.ps, b.ps), cmp.Compare(a.seq, b.seq)) })
+	first, last := evs[0], evs[len(evs)-1]
+	st.WindowPs = last.ps - first.ps
+
+	// The bytes in use before the first event, and the memory limit.
+	start := first.inUse
+	if first.alloc {
+		start -= first.chunk
+	} else {
+		start += first.chunk
+	}
+	if first.hasInUse && start > 0 {
+		st.StartInUseBytes = uint64(start)
+	}
+	if first.hasAvailable && first.hasInUse {
+		if limit := first.inUse + first.reserved + first.available; limit > 0 {
+			st.CapacityBytes = uint64(limit)
+		}
+	}
+
+	// Chunks allocated before the window: the frees of addresses the window
+	// did not allocate.
+	type chunk struct {
+		addr             uint64
+		requested, chunk int64
+		op               string
+	}
+	var pre []chunk
+	live := map[uint64]bool{}
+	prevInUse, havePrev := int64(0), false
+	for _, e := range evs {
+		if e.alloc {
+			live[e.addr] = true
+		} else if live[e.addr] {
+			delete(live, e.addr)
+		} else {
+			pre = append(pre, chunk{e.addr, e.requested, e.chunk, e.op})
+		}
+		if e.hasInUse {
+			want := prevInUse + e.chunk
+			if !e.alloc {
+				want = prevInUse - e.chunk
+			}
+			if havePrev && want != e.inUse && (e.alloc || e.chunk > 0) {
+				st.Inconsistent++
+			}
+			prevInUse, havePrev = e.inUse, true
+		}
+	}
+	var preBytes uint64
+	for _, c := range pre {
+		preBytes += uint64(max(c.chunk, 0))
+	}
+	st.StartChunks, st.StartChunkBytes = len(pre), preBytes
+	if st.StartInUseBytes > preBytes {
+		st.StartInferredBytes = st.StartInUseBytes - preBytes
+	}
+
+	// Addresses: a capture from an empty pool starts at the pool's first
+	// region, so its addresses, moved to the simulated device's base, are
+	// where a faithful replay puts its chunks. A capture that starts
+	// mid-run leaves the layout of what was in use unknown: its addresses
+	// could not be compared, and are left out of the trace.
+	var shift uint64
+	keepAddr := st.StartInUseBytes == 0
+	if keepAddr {
+		for _, e := range evs {
+			if e.alloc {
+				shift = simBase - e.addr
+				break
+			}
+		}
+		st.AddressesRebased = true
+	}
+
+	traceName := opt.Name
+	if traceName == "" {
+		traceName = name
+	}
+	meta := map[string]string{
+		"tf_allocator": strconv.Quote(name),
+		"capture":      strconv.Quote(st.Format),
+	}
+	if err := w.WriteHeader(trace.Header{
+		Name: traceName, Source: "tensorflow-profiler", CapacityBytes: st.CapacityBytes, TimeUnit: "ns", Meta: meta,
+	}); err != nil {
+		return err
+	}
+	var nextID uint64 = 1
+	ids := map[uint64]uint64{} // address → id of the live allocation there
+	var liveBytes uint64
+	write := func(ev trace.Event) error {
+		st.Events++
+		switch ev.Op {
+		case trace.OpAlloc:
+			liveBytes += ev.Size
+			st.PeakLiveBytes = max(st.PeakLiveBytes, liveBytes)
+		}
+		return w.Write(ev)
+	}
+	sizeOf := map[uint64]uint64{} // id → requested size
+	alloc := func(addr uint64, hasAddr bool, requested, chunkSize int64, op string, t float64, hasT bool) error {
+		size := uint64(max(requested, 0))
+		if size == 0 {
+			size = uint64(max(chunkSize, 0))
+		}
+		ev := trace.Event{Op: trace.OpAlloc, ID: nextID, Size: size, Tag: op}
+		if hasAddr {
+			ids[addr] = nextID
+			if keepAddr {
+				ev.Addr, ev.Flags = addr+shift, ev.Flags|trace.HasAddr
+			}
+		}
+		if chunkSize > 0 && uint64(chunkSize) >= size {
+			ev.Block, ev.Flags = uint64(chunkSize), ev.Flags|trace.HasBlock
+		}
+		if hasT {
+			ev.T, ev.Flags = t, ev.Flags|trace.HasT
+		}
+		sizeOf[nextID] = size
+		nextID++
+		return write(ev)
+	}
+	if len(pre) > 0 || st.StartInferredBytes > 0 {
+		if err := write(trace.Event{Op: trace.OpMark, Name: startStateMark}); err != nil {
+			return err
+		}
+		for _, c := range pre {
+			if err := alloc(c.addr, true, c.requested, c.chunk, c.op, 0, false); err != nil {
+				return err
+			}
+		}
+		if st.StartInferredBytes > 0 {
+			ev := trace.Event{Op: trace.OpAlloc, ID: nextID, Size: st.StartInferredBytes, Tag: "in use before the capture, not freed in it"}
+			nextID++
+			if err := write(ev); err != nil {
+				return err
+			}
+		}
+		if err := write(trace.Event{Op: trace.OpMark, Name: recordingStartsMark}); err != nil {
+			return err
+		}
+	}
+	// A step ends when an event of a later step comes: events of several
+	// threads interleave, so an earlier step's stragglers do not start it
+	// again.
+	step, haveStep := int64(0), false
+	for _, e := range evs {
+		t := float64(e.ps-first.ps) / 1000
+		if e.hasStep && e.step > 0 {
+			if haveStep && e.step > step {
+				if err := write(trace.Event{Op: trace.OpStep, Name: "step " + strconv.FormatInt(step, 10), T: t, Flags: trace.HasT}); err != nil {
+					return err
+				}
+				st.Steps++
+			}
+			if !haveStep || e.step > step {
+				step, haveStep = e.step, true
+			}
+		}
+		if e.alloc {
+			if id, ok := ids[e.addr]; ok {
+				// An allocation at a live address: the capture lost its
+				// free. Free it first, so the trace stays valid.
+				if err := write(trace.Event{Op: trace.OpFree, ID: id, T: t, Flags: trace.HasT}); err != nil {
+					return err
+				}
+				liveBytes -= sizeOf[id]
+				delete(ids, e.addr)
+				st.Inconsistent++
+			}
+			if err := alloc(e.addr, true, e.requested, e.chunk, e.op, t, true); err != nil {
+				return err
+			}
+			st.Allocs++
+			continue
+		}
+		id, ok := ids[e.addr]
+		if !ok {
+			continue // cannot happen: every free's chunk is live or in the start state
+		}
+		delete(ids, e.addr)
+		liveBytes -= sizeOf[id]
+		if err := write(trace.Event{Op: trace.OpFree, ID: id, T: t, Flags: trace.HasT}); err != nil {
+			return err
+		}
+		st.Frees++
+	}
+	return w.Flush()
+}
+
+// simBase is where the simulated device's addresses start (SPEC: the
+// virtual space's base, 1<<40).
+const simBase = 1 << 40
+
+// The marks around a start state, as allocators.StartStateMark and
+// allocators.RecordingStartsMark spell them.
+const (
+	startStateMark      = "start state"
+	recordingStartsMark = "recording starts"
+)
+
+// errEmpty is returned for an input without any byte.
+var errEmpty = errors.New("empty input")
