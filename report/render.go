@@ -123,7 +123,7 @@ func recordingNotes(tr *Trace) []string {
 			notes = append(notes, fmt.Sprintf("%s: as recorded, %s (--set %s.KEY=VALUE for a what-if)",
 				r.Allocator, strings.Join(kv, " "), r.Allocator))
 		}
-		if len(r.OptionsFromRecording) == 0 && r.Allocator != "pytorch" {
+		if len(r.OptionsFromRecording) == 0 && r.Allocator != recordedAllocator(tr) {
 			continue // not the recorded allocator: its addresses are its own
 		}
 		var parts []string
@@ -143,8 +143,40 @@ func recordingNotes(tr *Trace) []string {
 			}
 			notes = append(notes, fmt.Sprintf("%s: reproduced %s", r.Allocator, list))
 		}
+		if peak, end, ok := recordedInUse(tr); ok && r.Allocator == recordedAllocator(tr) {
+			notes = append(notes, fmt.Sprintf("%s: %s in use at the peak and %s at the end, where the recording had %s and %s",
+				r.Allocator, Bytes(r.PeakInUseBytes), Bytes(uint64(max(r.AllocatorStats["bytes_in_use"], 0))), Bytes(peak), Bytes(end)))
+		}
 	}
 	return notes
+}
+
+// recordedAllocator is the allocator that models the one a trace was
+// recorded with: bfc for a TensorFlow profiler capture, else pytorch (the
+// only other recorded allocator bfcsim models).
+func recordedAllocator(tr *Trace) string {
+	if tr.Header != nil && tr.Header.Source == "tensorflow-profiler" {
+		return "bfc"
+	}
+	return "pytorch"
+}
+
+// recordedInUse returns the bytes in use a TensorFlow capture recorded at
+// its peak and at its end (header keys recorded_peak_in_use_bytes and
+// recorded_end_in_use_bytes).
+func recordedInUse(tr *Trace) (peak, end uint64, ok bool) {
+	if tr.Header == nil {
+		return 0, 0, false
+	}
+	p, okP := tr.Header.Meta["recorded_peak_in_use_bytes"]
+	e, okE := tr.Header.Meta["recorded_end_in_use_bytes"]
+	if !okP || !okE {
+		return 0, 0, false
+	}
+	if json.Unmarshal(p, &peak) != nil || json.Unmarshal(e, &end) != nil {
+		return 0, 0, false
+	}
+	return peak, end, true
 }
 
 // WriteTable writes an aligned terminal table per trace, one row per allocator.

@@ -98,6 +98,10 @@ type Stats struct {
 	Sampled, Truncated bool
 	// PeakLiveBytes is the most bytes the trace holds allocated at once.
 	PeakLiveBytes uint64
+	// RecordedPeakInUseBytes and RecordedEndInUseBytes are what the
+	// allocator had in use (chunk sizes) at its peak in the window and
+	// after its last event, as the capture's stats say.
+	RecordedPeakInUseBytes, RecordedEndInUseBytes uint64
 	// AddressesRebased says the capture starts from an empty pool, so its
 	// addresses are in the trace, moved by the same amount to the
 	// simulated device's base (the first chunk at 1<<40). Otherwise the
@@ -242,9 +246,21 @@ func writeEvents(all []memEvent, file string, w *trace.Writer, opt Options, st *
 	if traceName == "" {
 		traceName = name
 	}
+	// What TensorFlow had in use (chunk sizes, the start state's
+	// included) at its peak in the window and at the end, to compare
+	// with the replay's.
+	var peakInUse int64
+	for _, e := range evs {
+		peakInUse = max(peakInUse, e.inUse)
+	}
+	st.RecordedPeakInUseBytes, st.RecordedEndInUseBytes = uint64(max(peakInUse, 0)), uint64(max(last.inUse, 0))
 	meta := map[string]string{
 		"tf_allocator": strconv.Quote(name),
 		"capture":      strconv.Quote(st.Format),
+	}
+	if first.hasInUse {
+		meta["recorded_peak_in_use_bytes"] = strconv.FormatUint(st.RecordedPeakInUseBytes, 10)
+		meta["recorded_end_in_use_bytes"] = strconv.FormatUint(st.RecordedEndInUseBytes, 10)
 	}
 	if err := w.WriteHeader(trace.Header{
 		Name: traceName, Source: "tensorflow-profiler", CapacityBytes: st.CapacityBytes, TimeUnit: "ns", Meta: meta,
