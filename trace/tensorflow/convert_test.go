@@ -281,3 +281,41 @@ func TestRealTPUCapture(t *testing.T) {
 	assert.Equal(t, int64(117), st.Frees)
 	assert.Zero(t, st.Inconsistent, "frees without a chunk size are not checked")
 }
+
+// A crafted plane length does not make the reader allocate it.
+func TestCaptureCraftedLength(t *testing.T) {
+	data := []byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x12, 0x03, '/', 'x', 'y'} // a 4 GiB plane, 5 bytes of it
+	_, _, _, err := convert(t, data, tensorflow.Options{})
+	assert.ErrorContains(t, err, "the capture ends inside a plane")
+}
+
+// FuzzConvert: whatever the bytes, converting them fails cleanly or writes
+// a trace that reads back.
+func FuzzConvert(f *testing.F) {
+	c := tensorflow.Capture{Allocator: "GPU_0_bfc", Events: []tensorflow.CaptureEvent{
+		{Alloc: true, Addr: 1 << 40, Requested: 1000, Chunk: 1024, InUse: 1024, Limit: 1 << 20, Op: "MatMul"},
+		{Addr: 1 << 40, Requested: 1000, Chunk: 1024, InUse: 0, Limit: 1 << 20},
+	}}
+	var b bytes.Buffer
+	if err := tensorflow.WriteCapture(&b, c); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b.Bytes())
+	f.Add([]byte(`{"memoryProfilePerAllocator":{"a":{"memoryProfileSnapshots":[{"activityMetadata":{"memoryActivity":"DEALLOCATION","address":"8"}}]}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var out bytes.Buffer
+		_, err := tensorflow.ConvertAny(context.Background(), bytes.NewReader(data), "fuzz", trace.NewWriter(&out), tensorflow.Options{})
+		if err != nil {
+			return
+		}
+		r, err := trace.NewReader(&out, "converted")
+		if err != nil {
+			t.Fatalf("the converted trace's header does not read: %v", err)
+		}
+		for r.Next() {
+		}
+		if err := r.Err(); err != nil {
+			t.Fatalf("the converted trace does not read: %v", err)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package tensorflow
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -84,12 +85,17 @@ func readXSpace(r io.Reader, file string) ([]memEvent, error) {
 		if n > maxPlaneBytes {
 			return nil, fmt.Errorf("%s: a plane of %d bytes, more than the %d this reader decodes at once", file, n, uint64(maxPlaneBytes))
 		}
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(x.br, buf); err != nil {
+		// The buffer grows with the bytes that arrive, not with the length
+		// the file claims: a crafted length costs nothing.
+		buf := bytes.NewBuffer(make([]byte, 0, min(n, 1<<20)))
+		if _, err := io.CopyN(buf, x.br, int64(n)); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
 			return nil, fmt.Errorf("%s: the capture ends inside a plane (truncated file?): %w", file, err)
 		}
 		var plane xplanepb.XPlane
-		if err := proto.Unmarshal(buf, &plane); err != nil {
+		if err := proto.Unmarshal(buf.Bytes(), &plane); err != nil {
 			return nil, fmt.Errorf("%s: not a profiler capture (XSpace): a plane does not decode: %w", file, err)
 		}
 		out = x.planeEvents(&plane, out)
