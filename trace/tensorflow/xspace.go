@@ -10,9 +10,6 @@ import (
 	"strconv"
 
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
-
-	"github.com/bfcsim/bfcsim/trace/tensorflow/xplanepb"
 )
 
 // The names TensorFlow's allocators give their events (BFCAllocator::AddTraceMe)
@@ -94,11 +91,9 @@ func readXSpace(r io.Reader, file string) ([]memEvent, error) {
 			}
 			return nil, fmt.Errorf("%s: the capture ends inside a plane (truncated file?): %w", file, err)
 		}
-		var plane xplanepb.XPlane
-		if err := proto.Unmarshal(buf.Bytes(), &plane); err != nil {
-			return nil, fmt.Errorf("%s: not a profiler capture (XSpace): a plane does not decode: %w", file, err)
+		if out, err = x.planeEvents(buf.Bytes(), out); err != nil {
+			return nil, err
 		}
-		out = x.planeEvents(&plane, out)
 	}
 }
 
@@ -157,55 +152,209 @@ func (x *xspaceReader) skip(typ protowire.Type) error {
 	return nil
 }
 
-// planeEvents appends the plane's memory events to out.
-func (x *xspaceReader) planeEvents(p *xplanepb.XPlane, out []memEvent) []memEvent {
+// planeEvents appends the memory events of one XPlane, in its wire form,
+// to out. It reads the plane with protowire rather than into generated
+// messages: a host plane holds every event of every thread, and a message
+// per event and per stat would cost some 2 KB an event. Two passes: the
+// event and stat metadata (fields 4 and 5) come after the lines (field 3).
+func (x *xspaceReader) planeEvents(plane []byte, out []memEvent) ([]memEvent, error) {
+	bad := func(what string) error {
+		return fmt.Errorf("%s: not a profiler capture (XSpace): %s", x.file, what)
+	}
 	var allocID, freeID int64 = -1, -1
-	for id, m := range p.GetEventMetadata() {
-		switch m.GetName() {
-		case eventAlloc:
-			allocID = id
-		case eventFree:
-			freeID = id
+	names := map[int64]string{}
+	err := eachField(plane, func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error {
+		if typ != protowire.BytesType || (num != 4 && num != 5) {
+			return nil
 		}
+		// A map entry: key (1) and the metadata message (2), whose id (1)
+		// and name (2) are what is read.
+		var key int64
+		var name string
+		err := eachField(b, func(n protowire.Number, t protowire.Type, v uint64, mb []byte) error {
+			switch {
+			case n == 1 && t == protowire.VarintType:
+				key = int64(v)
+			case n == 2 && t == protowire.BytesType:
+				return eachField(mb, func(n protowire.Number, t protowire.Type, v uint64, fb []byte) error {
+					if n == 2 && t == protowire.BytesType {
+						name = string(fb)
+					}
+					return nil
+				})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if num == 5 {
+			names[key] = name
+			return nil
+		}
+		switch name {
+		case eventAlloc:
+			allocID = key
+		case eventFree:
+			freeID = key
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, bad(err.Error())
 	}
 	if allocID < 0 && freeID < 0 {
-		return out
+		return out, nil
 	}
-	names := map[int64]string{}
-	for id, m := range p.GetStatMetadata() {
-		names[id] = m.GetName()
-	}
-	for li, l := range p.GetLines() {
-		base := l.GetTimestampNs() * 1000
-		for _, e := range l.GetEvents() {
-			id := e.GetMetadataId()
-			if id != allocID && id != freeID {
-				continue
+	intern := map[string]string{}
+	var stats [][]byte // one event's stats, reused
+	li := -1
+	err = eachField(plane, func(num protowire.Number, typ protowire.Type, _ uint64, line []byte) error {
+		if num != 3 || typ != protowire.BytesType {
+			return nil
+		}
+		li++
+		// The line's timestamp may come after its events: find it first.
+		var baseNs int64
+		if err := eachField(line, func(n protowire.Number, t protowire.Type, v uint64, _ []byte) error {
+			if n == 3 && t == protowire.VarintType {
+				baseNs = int64(v)
 			}
-			ev := memEvent{ps: base + e.GetOffsetPs(), seq: x.seq, line: li, alloc: id == allocID}
+			return nil
+		}); err != nil {
+			return err
+		}
+		return eachField(line, func(n protowire.Number, t protowire.Type, _ uint64, event []byte) error {
+			if n != 4 || t != protowire.BytesType {
+				return nil
+			}
+			var meta, offset int64
+			stats = stats[:0]
+			if err := eachField(event, func(n protowire.Number, t protowire.Type, v uint64, sb []byte) error {
+				switch {
+				case n == 1 && t == protowire.VarintType:
+					meta = int64(v)
+				case n == 2 && t == protowire.VarintType:
+					offset = int64(v)
+				case n == 4 && t == protowire.BytesType:
+					stats = append(stats, sb)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			if meta != allocID && meta != freeID {
+				return nil
+			}
+			ev := memEvent{ps: baseNs*1000 + offset, seq: x.seq, line: li, alloc: meta == allocID}
 			x.seq++
-			for _, s := range e.GetStats() {
-				setStat(&ev, names[s.GetMetadataId()], s, names)
+			for _, sb := range stats {
+				var sv statVal
+				var id int64
+				if err := eachField(sb, func(n protowire.Number, t protowire.Type, v uint64, vb []byte) error {
+					switch {
+					case n == 1 && t == protowire.VarintType:
+						id = int64(v)
+					case n == 2 && t == protowire.Fixed64Type:
+						sv = statVal{kind: statDouble, f: math.Float64frombits(v)}
+					case n == 3 && t == protowire.VarintType:
+						sv = statVal{kind: statUint64, u: v}
+					case n == 4 && t == protowire.VarintType:
+						sv = statVal{kind: statInt64, i: int64(v)}
+					case (n == 5 || n == 6) && t == protowire.BytesType:
+						str, ok := intern[string(vb)]
+						if !ok {
+							str = string(vb)
+							intern[str] = str
+						}
+						sv = statVal{kind: statText, s: str}
+					case n == 7 && t == protowire.VarintType:
+						sv = statVal{kind: statText, s: names[int64(v)]}
+					}
+					return nil
+				}); err != nil {
+					return err
+				}
+				setStat(&ev, names[id], sv)
 			}
 			out = append(out, ev)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, bad(err.Error())
+	}
+	return out, nil
+}
+
+// eachField calls fn for every field of the message b: its number and
+// type, a varint's or a fixed value's bits in v, a length-delimited field's
+// bytes in data.
+func eachField(b []byte, fn func(num protowire.Number, typ protowire.Type, v uint64, data []byte) error) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		var v uint64
+		var data []byte
+		switch typ {
+		case protowire.VarintType:
+			v, n = protowire.ConsumeVarint(b)
+		case protowire.Fixed64Type:
+			v, n = protowire.ConsumeFixed64(b)
+		case protowire.Fixed32Type:
+			var v32 uint32
+			v32, n = protowire.ConsumeFixed32(b)
+			v = uint64(v32)
+		case protowire.BytesType:
+			data, n = protowire.ConsumeBytes(b)
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		if err := fn(num, typ, v, data); err != nil {
+			return err
 		}
 	}
-	return out
+	return nil
 }
+
+// statVal is one XStat's value.
+type statVal struct {
+	kind int
+	i    int64
+	u    uint64
+	f    float64
+	s    string
+}
+
+// Kinds of statVal.
+const (
+	statNone = iota
+	statInt64
+	statUint64
+	statDouble
+	statText
+)
 
 // setStat stores one stat of a memory event. The profiler types a stat by
 // its text (ParseAndAddStatValue): integers as int64 (uint64 from 2^63),
 // other numbers as double, anything else as a reference to a stat metadata
 // whose name is the text (older releases: a string value).
-func setStat(ev *memEvent, name string, s *xplanepb.XStat, names map[int64]string) {
+func setStat(ev *memEvent, name string, s statVal) {
 	switch name {
 	case "allocator_name":
-		ev.allocator = statString(s, names)
+		ev.allocator = statString(s)
 	case "index_on_host", "device_ordinal":
 		// Allocators without a name (a TPU runtime's) are known by
 		// their index, as TensorBoard's memory profile keys them.
 		if ev.allocator == "" {
-			ev.allocator = name + " " + statString(s, names)
+			ev.allocator = name + " " + statString(s)
 		}
 	case "addr":
 		if v, ok := statUint(s); ok {
@@ -222,7 +371,7 @@ func setStat(ev *memEvent, name string, s *xplanepb.XStat, names map[int64]strin
 	case "bytes_reserved":
 		ev.reserved, _ = statInt(s)
 	case "tf_op":
-		ev.op = statString(s, names)
+		ev.op = statString(s)
 	case "id":
 		if !ev.hasGroup {
 			ev.step, ev.hasStep = statInt(s)
@@ -235,50 +384,46 @@ func setStat(ev *memEvent, name string, s *xplanepb.XStat, names map[int64]strin
 	}
 }
 
-func statInt(s *xplanepb.XStat) (int64, bool) {
-	switch v := s.GetValue().(type) {
-	case *xplanepb.XStat_Int64Value:
-		return v.Int64Value, true
-	case *xplanepb.XStat_Uint64Value:
-		if v.Uint64Value <= math.MaxInt64 {
-			return int64(v.Uint64Value), true
+func statInt(s statVal) (int64, bool) {
+	switch s.kind {
+	case statInt64:
+		return s.i, true
+	case statUint64:
+		if s.u <= math.MaxInt64 {
+			return int64(s.u), true
 		}
-	case *xplanepb.XStat_DoubleValue:
-		if f := v.DoubleValue; f == math.Trunc(f) && math.Abs(f) < 1<<62 {
+	case statDouble:
+		if f := s.f; f == math.Trunc(f) && math.Abs(f) < 1<<62 {
 			return int64(f), true
 		}
-	case *xplanepb.XStat_StrValue:
-		n, err := strconv.ParseInt(v.StrValue, 10, 64)
+	case statText:
+		n, err := strconv.ParseInt(s.s, 10, 64)
 		return n, err == nil
 	}
 	return 0, false
 }
 
-func statUint(s *xplanepb.XStat) (uint64, bool) {
-	switch v := s.GetValue().(type) {
-	case *xplanepb.XStat_Int64Value:
-		return uint64(v.Int64Value), true
-	case *xplanepb.XStat_Uint64Value:
-		return v.Uint64Value, true
-	case *xplanepb.XStat_StrValue:
-		n, err := strconv.ParseUint(v.StrValue, 0, 64)
+func statUint(s statVal) (uint64, bool) {
+	switch s.kind {
+	case statInt64:
+		return uint64(s.i), true
+	case statUint64:
+		return s.u, true
+	case statText:
+		n, err := strconv.ParseUint(s.s, 0, 64)
 		return n, err == nil
 	}
 	return 0, false
 }
 
-func statString(s *xplanepb.XStat, names map[int64]string) string {
-	switch v := s.GetValue().(type) {
-	case *xplanepb.XStat_StrValue:
-		return v.StrValue
-	case *xplanepb.XStat_RefValue:
-		return names[int64(v.RefValue)]
-	case *xplanepb.XStat_Int64Value:
-		return strconv.FormatInt(v.Int64Value, 10)
-	case *xplanepb.XStat_Uint64Value:
-		return strconv.FormatUint(v.Uint64Value, 10)
-	case *xplanepb.XStat_BytesValue:
-		return string(v.BytesValue)
+func statString(s statVal) string {
+	switch s.kind {
+	case statText:
+		return s.s
+	case statInt64:
+		return strconv.FormatInt(s.i, 10)
+	case statUint64:
+		return strconv.FormatUint(s.u, 10)
 	}
 	return ""
 }
