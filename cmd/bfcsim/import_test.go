@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bfcsim/bfcsim/allocators"
 	"github.com/bfcsim/bfcsim/trace"
 )
 
@@ -198,5 +199,17 @@ func TestTraceNameOf(t *testing.T) {
 		"snapshot.pickle.zst": "snapshot",
 	} {
 		assert.Equal(t, want, traceNameOf(path, "mtrace"), path)
+	}
+}
+
+// bfcsim --help names every allocator and every recording format.
+func TestRootHelpListsAllocatorsAndFormats(t *testing.T) {
+	code, out, _ := cli(t, "", "--help")
+	require.Equal(t, 0, code)
+	for _, f := range allocators.Factories() {
+		assert.Regexp(t, `(?m)^  `+f.Name+`\s+`+regexp.QuoteMeta(f.Summary)+`$`, out)
+	}
+	for _, f := range importFormats {
+		assert.Regexp(t, `(?m)^  `+f.name+`\s+`+regexp.QuoteMeta(f.help)+`$`, out)
 	}
 }

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/bfcsim/bfcsim/allocators"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3"; a
@@ -23,15 +26,28 @@ func versionString() string {
 	return fmt.Sprintf("bfcsim %s (%s %s/%s)", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
+// rootAllocatorsAndFormats lists, for bfcsim --help, every allocator (from
+// the allocators' own table) and every recording format import reads.
+func rootAllocatorsAndFormats() string {
+	var b strings.Builder
+	b.WriteString("\nAllocators (-a; the default set is " + strings.Join(allocators.DefaultNames, ", ") + "):\n")
+	for _, f := range allocators.Factories() {
+		fmt.Fprintf(&b, "  %-9s %s\n", f.Name, f.Summary)
+	}
+	b.WriteString("\nRecordings (bfcsim import FORMAT, or any command that takes a trace):\n")
+	for _, f := range importFormats {
+		fmt.Fprintf(&b, "  %-11s %s\n", f.name, f.help)
+	}
+	return b.String()
+}
+
 func newRootCmd(e *env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "bfcsim",
 		Short: "Replay memory allocation traces against allocator designs",
 		Long: `bfcsim replays a trace of memory allocations and frees against several
-allocator designs (TensorFlow's BFC, a bump arena, TBB-style cache-aligned
-allocation, per-request device malloc) over a simulated or real address space,
-and reports fragmentation, peak usage and latency, as tables, plots and a
-CI verdict.
+allocator designs over a simulated or real address space, and reports
+fragmentation, peak usage and latency, as tables, plots and a CI verdict.
 
   bfcsim replay trace.jsonl                  every allocator side by side
   bfcsim replay run.jsonl.gz -o out/         also write reports, plots and index.html
@@ -40,12 +56,11 @@ CI verdict.
   bfcsim merge shard-*/report.json           combine the shards of a sweep
   bfcsim plot t.jsonl --kind memmap -o m.png draw one plot (PNG or SVG)
   bfcsim gen transformer-train -o t.jsonl    make a synthetic trace
-  bfcsim replay snapshot.pickle -a pytorch   a PyTorch snapshot, TensorFlow capture, mtrace log
-                                             or malloc-lab trace, as it is: converted on the fly
-  bfcsim import pytorch s.pickle -o t.jsonl  convert a recording (pytorch, tensorflow, mtrace, malloclab)
+  bfcsim replay snapshot.pickle -a pytorch   a recording as it is: converted on the fly
+  bfcsim import pytorch s.pickle -o t.jsonl  convert a recording once
   bfcsim validate trace.jsonl                check a trace and summarise it
   bfcsim inspect oom.log                     explain a TensorFlow BFC dump or OOM log
-
+` + rootAllocatorsAndFormats() + `
 Exit codes: 0 success, 1 a comparison failed, 2 bad usage or bad input.`,
 		Version:       versionString(),
 		SilenceUsage:  true,
