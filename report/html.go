@@ -83,14 +83,17 @@ type htmlPage struct {
 
 type htmlTrace struct {
 	ID, Name, Path, Summary string
-	Facts                   []htmlKV
-	Skipped                 []string
-	Figures                 []htmlFig
-	Span                    int // columns of the comparison table
-	Rows                    []htmlRow
-	HasTimings              bool
-	Notes                   []string
-	Allocators              []*htmlAllocator
+	// Verdict is the trace's result in one line: the allocator that
+	// reserves least, its ×LB, and who failed allocations.
+	Verdict    string
+	Facts      []htmlKV
+	Skipped    []string
+	Figures    []htmlFig
+	Span       int // columns of the comparison table
+	Rows       []htmlRow
+	HasTimings bool
+	Notes      []string
+	Allocators []*htmlAllocator
 }
 
 // htmlKV is one row of a two-column table.
@@ -371,12 +374,51 @@ func newHTMLFig(f HTMLFigure, traceName string) htmlFig {
 	return hf
 }
 
+// traceVerdict says in one line how a trace came out: the allocator with
+// the smallest peak reserved among those that failed nothing (else among
+// all), its ×LB, and which allocators failed allocations.
+func traceVerdict(tr *Trace) string {
+	if len(tr.Results) == 0 {
+		return ""
+	}
+	best := -1
+	for pass := 0; pass < 2 && best < 0; pass++ {
+		for i := range tr.Results {
+			r := &tr.Results[i]
+			if pass == 0 && r.FailedAllocs > 0 {
+				continue
+			}
+			if best < 0 || r.PeakReservedBytes < tr.Results[best].PeakReservedBytes {
+				best = i
+			}
+		}
+	}
+	b := &tr.Results[best]
+	v := fmt.Sprintf("%s reserves least: %s at its peak, %.2f× the lower bound", b.Allocator, Bytes(b.PeakReservedBytes), b.FootprintVsLowerBound)
+	if b.FailedAllocs > 0 {
+		v += " (every allocator failed allocations)"
+	}
+	var failed []string
+	for i := range tr.Results {
+		if r := &tr.Results[i]; r.FailedAllocs > 0 {
+			failed = append(failed, fmt.Sprintf("%s %s", r.Allocator, plural(r.FailedAllocs, "failed allocation")))
+		}
+	}
+	if len(failed) > 0 {
+		v += "; " + strings.Join(failed, ", ")
+	} else {
+		v += "; no allocator failed an allocation"
+	}
+	return v + "."
+}
+
 func newHTMLTrace(i int, tr *Trace) *htmlTrace {
 	ht := &htmlTrace{
 		ID:   "trace-" + strconv.Itoa(i+1),
 		Name: tr.Name, Path: tr.Path, Summary: traceSummary(tr),
-		Span:  len(tr.Results) + 1,
-		Notes: append(recordingNotes(tr), oomNotes(tr)...),
+		Span:    len(tr.Results) + 1,
+		Notes:   append(recordingNotes(tr), oomNotes(tr)...),
+		Verdict: traceVerdict(tr),
 	}
 	bytesKV := func(k string, n uint64) htmlKV {
 		return htmlKV{Key: k, Value: Bytes(n), Title: Count(int64(n)) + " bytes", Num: true}
@@ -604,6 +646,9 @@ thead th { background: var(--head); border-bottom: 2px solid #bcccdc; white-spac
 th.num, td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tbody tr:hover td { background-color: #f7fafc; }
 table.facts th { font-weight: 500; color: var(--muted); }
+table.facts.compact { font-size: 13px; }
+table.facts.compact th, table.facts.compact td { padding: 1px 10px; }
+.verdict-line { font-size: 16px; margin: 4px 0 12px; }
 table.metrics th.metric { font-weight: 500; white-space: nowrap; }
 table.metrics td { vertical-align: middle; min-width: 7em; }
 table.metrics .key { display: block; font-size: 11px; color: var(--muted); font-weight: 400; }
@@ -650,21 +695,8 @@ footer { margin-top: 40px; font-size: 13px; color: var(--muted); border-top: 1px
 <section class="trace" id="{{.ID}}">
 <h2>{{.Name}}</h2>
 <p class="summary">{{if .Path}}<code>{{.Path}}</code>: {{end}}{{.Summary}}.</p>
-
-<h3>Trace</h3>
-<table class="facts">
-<tbody>
-{{- range .Facts}}
-<tr><th scope="row">{{.Key}}</th><td{{if .Num}} class="num"{{end}}{{if .Title}} title="{{.Title}}"{{end}}>{{.Value}}</td></tr>
-{{- end}}
-</tbody>
-</table>
-{{- if .Skipped}}
-<p>Invalid events skipped:</p>
-<ul>{{range .Skipped}}<li><code>{{.}}</code></li>{{end}}</ul>
-{{- end}}
-{{- range .Figures}}
-{{template "figure" .}}
+{{- if .Verdict}}
+<p class="verdict-line"><strong>{{.Verdict}}</strong></p>
 {{- end}}
 
 <h3 id="{{.ID}}-comparison">Comparison</h3>
@@ -689,6 +721,22 @@ Hover a size for its exact bytes.</p>
 {{- if .Notes}}
 <ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul>
 {{- end}}
+{{- range .Figures}}
+{{template "figure" .}}
+{{- end}}
+<h3>Trace</h3>
+<table class="facts compact">
+<tbody>
+{{- range .Facts}}
+<tr><th scope="row">{{.Key}}</th><td{{if .Num}} class="num"{{end}}{{if .Title}} title="{{.Title}}"{{end}}>{{.Value}}</td></tr>
+{{- end}}
+</tbody>
+</table>
+{{- if .Skipped}}
+<p>Invalid events skipped:</p>
+<ul>{{range .Skipped}}<li><code>{{.}}</code></li>{{end}}</ul>
+{{- end}}
+
 {{range .Allocators}}
 <section class="allocator" id="{{.ID}}">
 <h3>{{.Name}} <span class="muted">on {{$t.Name}}</span></h3>

@@ -297,14 +297,17 @@ func TestHTMLFigures(t *testing.T) {
 		assert.Contains(t, page, `<a href="`+f.SVGFile+`">SVG</a> · <a href="`+f.PNGFile+`">PNG</a>`)
 	}
 
-	// The trace's figures come before the comparison, in the order timeline,
-	// fragmentation, latency; each allocator's are in its own section.
+	// Summary first: the verdict and the comparison, then the trace's
+	// figures in the order timeline, fragmentation, latency, then the
+	// trace's facts; each allocator's figures are in its own section.
+	verdict := strings.Index(page, `class="verdict-line"`)
 	comparison := strings.Index(page, `id="trace-1-comparison"`)
 	timeline := strings.Index(page, "timeline of fragmenter (")
 	fragmentation := strings.Index(page, "fragmentation of fragmenter (")
 	latency := strings.Index(page, "latency of fragmenter (")
-	assert.True(t, 0 < timeline && timeline < fragmentation && fragmentation < latency && latency < comparison,
-		"timeline %d, fragmentation %d, latency %d, comparison %d", timeline, fragmentation, latency, comparison)
+	facts := strings.Index(page, `<h3>Trace</h3>`)
+	assert.True(t, 0 < verdict && verdict < comparison && comparison < timeline && timeline < fragmentation && fragmentation < latency && latency < facts,
+		"verdict %d, comparison %d, timeline %d, fragmentation %d, latency %d, facts %d", verdict, comparison, timeline, fragmentation, latency, facts)
 	for _, r := range rep.Traces[0].Results {
 		s := section(t, page, "trace-1-"+r.Allocator)
 		assert.Equal(t, 2, strings.Count(s, "<img "), r.Allocator)
@@ -443,4 +446,17 @@ func TestHTMLInBrowser(t *testing.T) {
 	rows := len(regexp.MustCompile(`<tr[ >]`).FindAllString(buf.String(), -1))
 	assert.Equal(t, rows, page.TableRows, "every <tr> in the page is a table row in the DOM")
 	assert.Greater(t, page.TableRows, len(specKeys)+40)
+}
+
+// Each trace opens with its result in one line: the allocator that reserves
+// least among those that failed nothing, and who failed.
+func TestHTMLVerdictLine(t *testing.T) {
+	rep := goldenReport(t)
+	page := renderHTML(t, rep, nil)
+	assert.Contains(t, page, `<p class="verdict-line"><strong>naive reserves least: 7.97 MiB at its peak, 1.00× the lower bound; bfc 1 failed allocation, arena 1 failed allocation.</strong></p>`)
+	tr := rep.Traces[0]
+	for i := range tr.Results {
+		tr.Results[i].FailedAllocs = 1
+	}
+	assert.Contains(t, traceVerdict(&tr), "(every allocator failed allocations)")
 }
