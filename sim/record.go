@@ -194,6 +194,11 @@ type MemBlock struct {
 	Requested  uint64
 	Start, End int64
 	Tag        string
+	// ID is the trace's id for the allocation; StartLine and EndLine the
+	// lines of the trace its alloc and free came from (0: unknown, or never
+	// freed).
+	ID                 uint64
+	StartLine, EndLine int64
 }
 
 // MemRegion is one reservation from the space, held over [Start, End).
@@ -273,6 +278,8 @@ type recSlot struct {
 	requested uint64
 	start     int64
 	tag       string
+	id        uint64
+	line      int64 // the alloc's line
 }
 
 type recRegion struct {
@@ -308,11 +315,11 @@ func newRecorder(cfg RecordConfig, granule uint64) *recorder {
 
 func (r *recorder) atPeak() bool { return !r.cfg.AtEvent }
 
-func (r *recorder) alloc(slot uint32, b allocators.Block, requested uint64, tag string) {
+func (r *recorder) alloc(slot uint32, b allocators.Block, requested uint64, tag string, id uint64, line int64) {
 	if int(slot) >= len(r.slots) {
 		r.slots = append(r.slots, make([]recSlot, int(slot)+1-len(r.slots))...)
 	}
-	s := recSlot{block: b, requested: requested, start: r.now, tag: tag}
+	s := recSlot{block: b, requested: requested, start: r.now, tag: tag, id: id, line: line}
 	r.slots[slot] = s
 	r.mm.BlockCount++
 	r.touchRange(b.Addr, b.Size)
@@ -321,10 +328,10 @@ func (r *recorder) alloc(slot uint32, b allocators.Block, requested uint64, tag 
 	}
 }
 
-func (r *recorder) free(slot uint32) {
+func (r *recorder) free(slot uint32, line int64) {
 	s := r.slots[slot]
 	r.slots[slot] = recSlot{}
-	r.paintBlock(s, r.now)
+	r.paintBlock(s, r.now, line)
 	if r.atPeak() {
 		r.logChange(change{op: changeFree, slot: slot})
 	}
@@ -478,7 +485,7 @@ func (r *recorder) touchRange(addr, n uint64) {
 	r.mm.Hi = max(r.mm.Hi, addr+n)
 }
 
-func (r *recorder) paintBlock(s recSlot, end int64) {
+func (r *recorder) paintBlock(s recSlot, end, endLine int64) {
 	if end <= s.start {
 		end = s.start + 1 // allocated and freed by one event: draw it one event wide
 	}
@@ -489,6 +496,7 @@ func (r *recorder) paintBlock(s recSlot, end int64) {
 		r.mm.Blocks = append(r.mm.Blocks, MemBlock{
 			Addr: s.block.Addr, Size: s.block.Size, Requested: s.requested,
 			Start: s.start, End: end, Tag: s.tag,
+			ID: s.id, StartLine: s.line, EndLine: endLine,
 		})
 		return
 	}
@@ -531,7 +539,7 @@ func (r *recorder) finish(events int64) (*Timeline, *Memmap, *Layout) {
 	r.mm.Events = events
 	for _, s := range r.slots {
 		if s.block.Size != 0 {
-			r.paintBlock(s, events)
+			r.paintBlock(s, events, 0)
 		}
 	}
 	addrs := make([]uint64, 0, len(r.regions))

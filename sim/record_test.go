@@ -332,3 +332,21 @@ func FuzzRecording(f *testing.F) {
 		}
 	})
 }
+
+// Each block of the memory map names its allocation: the trace's id, and
+// the lines of its alloc and its free (0 for a block never freed), which
+// the interactive page shows on hover.
+func TestMemmapBlocksNameTheirEvents(t *testing.T) {
+	evs := []trace.Event{
+		{Op: trace.OpAlloc, ID: 7, Size: 100, Line: 2, Tag: "a", Slot: 0},
+		{Op: trace.OpAlloc, ID: 9, Size: 300, Line: 3, Slot: 1},
+		{Op: trace.OpFree, ID: 7, Size: 100, Line: 4, Slot: 0},
+	}
+	res := record(t, evs, "bfc", nil, RecordConfig{})
+	require.Len(t, res.Memmap.Blocks, 2)
+	freed, live := res.Memmap.Blocks[0], res.Memmap.Blocks[1]
+	assert.Equal(t, MemBlock{Addr: freed.Addr, Size: 256, Requested: 100, Start: 0, End: 2, Tag: "a", ID: 7, StartLine: 2, EndLine: 4}, freed)
+	assert.Equal(t, uint64(9), live.ID)
+	assert.Equal(t, int64(3), live.StartLine)
+	assert.Zero(t, live.EndLine, "never freed")
+}

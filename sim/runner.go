@@ -488,7 +488,7 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 		if r.extent != nil {
 			at.Addr, at.Size = r.extent.Extent(b)
 		}
-		r.rec.alloc(ev.Slot, at, ev.Size, ev.Tag)
+		r.rec.alloc(ev.Slot, at, ev.Size, ev.Tag, ev.ID, ev.Line)
 	}
 	// observe has not yet seen this allocation: the result still holds the
 	// peak before it.
@@ -548,7 +548,7 @@ func (r *runner) doFree(ev *trace.Event, i int64) error {
 	r.live -= ev.Size
 	r.inUse -= b.Size
 	if r.rec != nil {
-		r.rec.free(ev.Slot)
+		r.rec.free(ev.Slot, ev.Line)
 	}
 	r.emit(i, ev, b, true)
 	return nil
