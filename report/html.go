@@ -30,6 +30,7 @@ package report
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"io"
@@ -79,21 +80,29 @@ type htmlPage struct {
 	Title  string
 	Intro  string
 	Traces []*htmlTrace
+	// ExploreJSON is the interactive view's data and ExploreScript its
+	// code; both empty when no trace has a recorded memory map.
+	ExploreJSON   template.JS
+	ExploreScript template.JS
 }
 
 type htmlTrace struct {
 	ID, Name, Path, Summary string
 	// Verdict is the trace's result in one line: the allocator that
 	// reserves least, its ×LB, and who failed allocations.
-	Verdict    string
-	Facts      []htmlKV
-	Skipped    []string
-	Figures    []htmlFig
-	Span       int // columns of the comparison table
-	Rows       []htmlRow
-	HasTimings bool
-	Notes      []string
-	Allocators []*htmlAllocator
+	Verdict string
+	// Explore says the page draws the trace's interactive memory view;
+	// ExploreNote what it draws of it.
+	Explore     bool
+	ExploreNote string
+	Facts       []htmlKV
+	Skipped     []string
+	Figures     []htmlFig
+	Span        int // columns of the comparison table
+	Rows        []htmlRow
+	HasTimings  bool
+	Notes       []string
+	Allocators  []*htmlAllocator
 }
 
 // htmlKV is one row of a two-column table.
@@ -115,6 +124,17 @@ type htmlRow struct {
 type htmlCell struct {
 	Text, Title string
 	Class       string // "best", "bad" or ""
+	// Jump, when set, makes the value a link to the moment it happened in
+	// the interactive view (the peak, the first failed allocation).
+	Jump *htmlJump
+}
+
+// htmlJump is a link into a trace's interactive view: its allocator (by
+// index) and an event.
+type htmlJump struct {
+	Trace string
+	Alloc int
+	Event int64
 }
 
 type htmlAllocator struct {
@@ -307,10 +327,24 @@ var htmlMetrics = slices.Concat([]htmlMetric{
 func newHTMLPage(rep Report, figs []HTMLFigure) (*htmlPage, error) {
 	page := &htmlPage{Title: "bfcsim report"}
 	var names []string
+	var explore exploreData
 	for i := range rep.Traces {
 		tr := &rep.Traces[i]
 		names = append(names, tr.Name)
-		page.Traces = append(page.Traces, newHTMLTrace(i, tr))
+		ht := newHTMLTrace(i, tr)
+		page.Traces = append(page.Traces, ht)
+		if et := newExploreTrace(ht.ID, tr); et != nil {
+			explore.Traces = append(explore.Traces, *et)
+			ht.Explore, ht.ExploreNote = true, exploreNote(et)
+			ht.addJumps(et)
+		}
+	}
+	if len(explore.Traces) > 0 {
+		js, err := json.Marshal(explore) // escapes <, > and &: safe inside <script>
+		if err != nil {
+			return nil, err
+		}
+		page.ExploreJSON, page.ExploreScript = template.JS(js), template.JS(exploreScript)
 	}
 	switch {
 	case len(names) == 0:
@@ -347,6 +381,29 @@ func newHTMLPage(rep Report, figs []HTMLFigure) (*htmlPage, error) {
 		a.Figures = append(a.Figures, newHTMLFig(f, tr.Name))
 	}
 	return page, nil
+}
+
+// addJumps links the comparison table's peaks and first failed allocations
+// to the moment they happened in the interactive view.
+func (ht *htmlTrace) addJumps(et *exploreTrace) {
+	for _, row := range ht.Rows {
+		for j := range row.Cells {
+			if j >= len(et.Allocators) {
+				break
+			}
+			a := et.Allocators[j]
+			ev := int64(-1)
+			switch row.Key {
+			case "peak_in_use_bytes":
+				ev = a.Peak
+			case "failed_allocs", "first_oom_event":
+				ev = a.OOM
+			}
+			if ev >= 0 {
+				row.Cells[j].Jump = &htmlJump{Trace: ht.ID, Alloc: j, Event: ev}
+			}
+		}
+	}
 }
 
 func figureRank(kind string) int {
@@ -670,6 +727,15 @@ figcaption { font-size: 13px; color: var(--muted); margin-top: 4px; }
 pre { background: var(--code); border: 1px solid var(--line); border-radius: 4px; padding: 8px 12px; overflow-x: auto; font-size: 12px; line-height: 1.35; }
 pre.strip { white-space: pre; }
 details summary { cursor: pointer; color: var(--accent); }
+section.explore { margin: 18px 0 26px; }
+.x-bar { margin: 6px 0; font-size: 14px; }
+.x-wrap { position: relative; max-width: 960px; }
+canvas.x-map, canvas.x-timeline, canvas.x-occ-bar { display: block; width: 100%; max-width: 960px; border: 1px solid var(--line); border-radius: 4px; }
+canvas.x-map { cursor: crosshair; }
+canvas.x-timeline { margin-top: 6px; cursor: pointer; }
+.x-tip { position: absolute; z-index: 2; background: #fff; border: 1px solid #bcccdc; border-radius: 4px; padding: 4px 8px; font-size: 12px; white-space: pre; pointer-events: none; box-shadow: 0 2px 6px rgba(0,0,0,.12); }
+.x-occ { margin-top: 8px; }
+.x-occ-label { font-size: 12px; color: var(--muted); margin-top: 4px; }
 footer { margin-top: 40px; font-size: 13px; color: var(--muted); border-top: 1px solid var(--line); padding-top: 10px; }
 </style>
 </head>
@@ -713,13 +779,23 @@ Hover a size for its exact bytes.</p>
 <tr class="group"><th colspan="{{$t.Span}}" scope="colgroup">{{.Group}}</th></tr>
 {{- end}}
 <tr{{if .Timing}} class="timing"{{end}}><th scope="row" class="metric">{{.Label}}{{if .Timing}}<span class="wall" title="wall-clock: not deterministic">wall-clock</span>{{end}}<span class="key">{{.Key}}</span></th>
-{{- range .Cells}}<td class="num{{if .Class}} {{.Class}}{{end}}"{{if .Title}} title="{{.Title}}"{{end}}>{{.Text}}</td>{{end}}</tr>
+{{- range .Cells}}<td class="num{{if .Class}} {{.Class}}{{end}}"{{if .Title}} title="{{.Title}}"{{end}}>{{with .Jump}}<a href="#{{.Trace}}-explore" class="x-jump" data-trace="{{.Trace}}" data-alloc="{{.Alloc}}" data-event="{{.Event}}" title="show it in the memory view">{{end}}{{.Text}}{{if .Jump}}</a>{{end}}</td>{{end}}</tr>
 {{- end}}
 </tbody>
 </table>
 </div>
 {{- if .Notes}}
 <ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul>
+{{- end}}
+{{- if .Explore}}
+<section class="explore" id="{{.ID}}-explore">
+<h3>Explore</h3>
+<p class="muted">{{.ExploreNote}} Wheel to zoom, drag to pan, double-click to reset; click the timeline to see every allocator's address space at that moment. The peak and first failure in the table above lead here too.</p>
+<div class="x-bar">Memory map (address × event) of <select class="x-alloc" aria-label="allocator">{{range $i, $a := .Allocators}}<option value="{{$i}}">{{$a.Name}}</option>{{end}}</select> <span class="x-status muted"></span></div>
+<div class="x-wrap"><canvas class="x-map" width="960" height="360"></canvas><div class="x-tip" hidden></div></div>
+<canvas class="x-timeline" width="960" height="110" title="bytes reserved (grey), in use (blue) and live (green); click to set the cursor"></canvas>
+<div class="x-occ"></div>
+</section>
 {{- end}}
 {{- range .Figures}}
 {{template "figure" .}}
@@ -791,6 +867,10 @@ Hover a size for its exact bytes.</p>
 </section>
 {{- end}}
 </section>
+{{- end}}
+{{- if .ExploreJSON}}
+<script type="application/json" id="bfcsim-data">{{.ExploreJSON}}</script>
+<script>{{.ExploreScript}}</script>
 {{- end}}
 <footer>Made by bfcsim. Sizes are in binary units (1 KiB = 1024 bytes). This page is self-contained: it loads nothing from the network.</footer>
 </main>

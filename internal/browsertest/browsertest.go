@@ -106,6 +106,36 @@ func Open(t testing.TB, file, screenshot string) Page {
 	return page
 }
 
+// Drive loads file in headless Chromium, as Open does, then runs fn with
+// the page's browser context, for tests that work the page: chromedp
+// actions such as mouse events and Evaluate. Without a browser it skips the
+// test, or fails it when $CI is set; a load or fn that fails fails the test.
+// The whole visit has one deadline, Timeout.
+func Drive(t testing.TB, file string, fn func(ctx context.Context) error) {
+	t.Helper()
+	execPath, err := ExecPath()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("browsertest: Chromium is required in CI (install the Debian packages %s): %v", Packages, err)
+		}
+		t.Skipf("browsertest: skipping the browser test: %v; install the Debian packages %s, or set $CHROMIUM", err, Packages)
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		t.Fatalf("browsertest: %v", err)
+	}
+	err = session(execPath, t.TempDir(), func(ctx context.Context) error {
+		u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}
+		if err := chromedp.Do(ctx, chromedp.Navigate(u.String())); err != nil {
+			return fmt.Errorf("navigating: %w", err)
+		}
+		return fn(ctx)
+	})
+	if err != nil {
+		t.Fatalf("browsertest: %s in %s: %v", abs, execPath, err)
+	}
+}
+
 // countScript waits for every image to settle, then counts. It runs after
 // the load event, when images normally have settled already; the wait covers
 // the rest.
@@ -142,6 +172,20 @@ type counts struct {
 // visit runs Chromium with a profile under tmp, loads the file and counts;
 // with shoot it also takes a full-page PNG screenshot.
 func visit(execPath, tmp, file string, shoot bool) (Page, []byte, error) {
+	var page Page
+	var shot []byte
+	err := session(execPath, tmp, func(ctx context.Context) error {
+		var err error
+		page, shot, err = load(ctx, file, shoot)
+		return err
+	})
+	return page, shot, err
+}
+
+// session runs Chromium with a profile under tmp and calls fn with its
+// context, within Timeout; then it closes the browser and removes the
+// profile.
+func session(execPath, tmp string, fn func(ctx context.Context) error) error {
 	profile := filepath.Join(tmp, "chromium-profile")
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
@@ -167,7 +211,7 @@ func visit(execPath, tmp, file string, shoot bool) (Page, []byte, error) {
 		chromedp.WindowSize(1280, 1000),
 	)
 	browserCtx, cancelBrowser := chromedp.NewContext(allocCtx)
-	page, shot, err := load(browserCtx, file, shoot)
+	err := fn(browserCtx)
 	// Close the browser gracefully, then wait for it to exit, so that it
 	// stops writing to its profile before the profile is removed.
 	cancelBrowser()
@@ -178,7 +222,7 @@ func visit(execPath, tmp, file string, shoot bool) (Page, []byte, error) {
 	if rmErr := removeProfile(profile); rmErr != nil && err == nil {
 		err = rmErr
 	}
-	return page, shot, err
+	return err
 }
 
 func load(ctx context.Context, file string, shoot bool) (Page, []byte, error) {

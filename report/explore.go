@@ -1,0 +1,199 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+
+	"github.com/bfcsim/bfcsim/sim"
+)
+
+// The data index.html's interactive memory view draws, embedded in the page
+// as JSON (exploreData): per trace, per allocator, the timeline's points and
+// the memory map, every block as columns of numbers (addresses relative to
+// the map's lowest), so that a page of tens of thousands of blocks stays a
+// few megabytes. A memory map the replay summarised (more blocks than it
+// keeps, sim.RecordConfig.Blocks) comes as its raster of in-use fractions.
+
+type exploreData struct {
+	Traces []exploreTrace `json:"traces"`
+}
+
+type exploreTrace struct {
+	ID         string         `json:"id"`
+	Name       string         `json:"name"`
+	Events     int64          `json:"events"`
+	Allocators []exploreAlloc `json:"allocators"`
+}
+
+type exploreAlloc struct {
+	Name string `json:"name"`
+	// Peak and PeakLine locate the first peak of bytes in use; OOM and
+	// OOMLine the first failed allocation (-1: none).
+	Peak, PeakLine int64
+	OOM, OOMLine   int64
+	Lo, Hi         uint64
+	// Exact says Blocks holds every block; else Raster summarises them.
+	Exact      bool
+	BlockCount int64
+	// The timeline: each point's first event and its maxima.
+	T          []int64
+	Live, U, V []uint64
+	Blocks     *exploreBlocks
+	Raster     *exploreRaster
+}
+
+// exploreBlocks are the memory map's blocks, column by column.
+type exploreBlocks struct {
+	A, S, R []uint64 // address − Lo, block size, requested size
+	B, E    []int64  // allocated by event B, freed by event E
+	I       []uint64 // the trace's id
+	LA, LF  []int64  // lines of the alloc and the free (0: never freed)
+	G       []int    // index into Tags
+	Tags    []string
+}
+
+type exploreRaster struct {
+	Rows, Cols int
+	RowBytes   uint64
+	Width      int64
+	// U holds, row-major, the fraction of each cell in use, to 1/100.
+	U []float64
+}
+
+// MarshalJSON spells the allocator's keys briefly: the page carries one per
+// allocator and trace, and the columns dominate its size.
+func (a exploreAlloc) MarshalJSON() ([]byte, error) {
+	type short struct {
+		Name       string         `json:"name"`
+		Peak       int64          `json:"peak"`
+		PeakLine   int64          `json:"peakLine"`
+		OOM        int64          `json:"oom"`
+		OOMLine    int64          `json:"oomLine"`
+		Lo         uint64         `json:"lo"`
+		Hi         uint64         `json:"hi"`
+		Exact      bool           `json:"exact"`
+		BlockCount int64          `json:"blockCount"`
+		T          []int64        `json:"t"`
+		Live       []uint64       `json:"live"`
+		U          []uint64       `json:"u"`
+		V          []uint64       `json:"v"`
+		Blocks     *exploreBlocks `json:"blocks,omitempty"`
+		Raster     *exploreRaster `json:"raster,omitempty"`
+	}
+	return json.Marshal(short{a.Name, a.Peak, a.PeakLine, a.OOM, a.OOMLine, a.Lo, a.Hi, a.Exact, a.BlockCount, a.T, a.Live, a.U, a.V, a.Blocks, a.Raster})
+}
+
+// newExploreTrace builds a trace's data, or nil when no allocator has a
+// recorded memory map (a replay without -o records none).
+func newExploreTrace(id string, tr *Trace) *exploreTrace {
+	et := &exploreTrace{ID: id, Name: tr.Name, Events: tr.Events}
+	for i := range tr.Results {
+		r := &tr.Results[i]
+		if r.Series == nil || r.Series.Memmap == nil || r.Series.Timeline == nil {
+			return nil
+		}
+		et.Allocators = append(et.Allocators, newExploreAlloc(r))
+	}
+	if len(et.Allocators) == 0 {
+		return nil
+	}
+	return et
+}
+
+func newExploreAlloc(r *Result) exploreAlloc {
+	mm, tl := r.Series.Memmap, r.Series.Timeline
+	a := exploreAlloc{Name: r.Allocator, Lo: mm.Lo, Hi: mm.Hi, Exact: mm.Exact, BlockCount: mm.BlockCount, OOM: -1, OOMLine: -1, Peak: -1}
+	if r.FirstOOMEvent != nil {
+		a.OOM = *r.FirstOOMEvent
+		if r.FirstOOMLine != nil {
+			a.OOMLine = *r.FirstOOMLine
+		}
+	}
+	if l := r.Series.Layout; l != nil && l.AtPeak {
+		a.Peak, a.PeakLine = l.Event, l.Line
+	}
+	var best uint64
+	for _, p := range tl.Points {
+		a.T = append(a.T, p.Event)
+		a.Live = append(a.Live, p.Live)
+		a.U = append(a.U, p.InUse)
+		a.V = append(a.V, p.Reserved)
+		if a.Peak < 0 && p.InUse > best {
+			best = p.InUse
+		}
+	}
+	if a.Peak < 0 { // no layout at the peak: the first point at the most
+		for _, p := range tl.Points {
+			if p.InUse == best {
+				a.Peak = p.Event
+				break
+			}
+		}
+	}
+	if mm.Exact {
+		b := &exploreBlocks{}
+		tags := map[string]int{}
+		for _, m := range mm.Blocks {
+			b.A = append(b.A, m.Addr-mm.Lo)
+			b.S = append(b.S, m.Size)
+			b.R = append(b.R, m.Requested)
+			b.B = append(b.B, m.Start)
+			b.E = append(b.E, m.End)
+			b.I = append(b.I, m.ID)
+			b.LA = append(b.LA, m.StartLine)
+			b.LF = append(b.LF, m.EndLine)
+			g, ok := tags[m.Tag]
+			if !ok {
+				g = len(b.Tags)
+				tags[m.Tag] = g
+				b.Tags = append(b.Tags, m.Tag)
+			}
+			b.G = append(b.G, g)
+		}
+		a.Blocks = b
+	} else if g := mm.Raster; g != nil {
+		rs := &exploreRaster{Rows: g.Rows, Cols: g.Cols, RowBytes: g.RowBytes, Width: g.Width, U: make([]float64, len(g.InUse))}
+		for i, f := range g.InUse {
+			rs.U[i] = math.Round(f*100) / 100
+		}
+		a.Raster = rs
+	}
+	return a
+}
+
+// exploreNote says on the page what the view draws of a trace: every
+// block, or which allocators' maps were summarised.
+func exploreNote(et *exploreTrace) string {
+	var summarised []string
+	var blocks int64
+	for _, a := range et.Allocators {
+		blocks = max(blocks, a.BlockCount)
+		if !a.Exact {
+			summarised = append(summarised, a.Name)
+		}
+	}
+	if len(summarised) == 0 {
+		return fmt.Sprintf("Every block is drawn (up to %s per allocator): hover one for its allocation.", Count(blocks))
+	}
+	return fmt.Sprintf("%s made more blocks than a replay keeps one by one (%s), so their maps are summarised: each cell is shaded by the share of its bytes × events in use, and hovering it shows that share instead of a block. The other allocators' blocks are all drawn.",
+		joinNames(summarised), Count(int64(sim.DefaultBlocks)))
+}
+
+func joinNames(names []string) string {
+	switch len(names) {
+	case 0:
+		return ""
+	case 1:
+		return names[0]
+	}
+	out := names[0]
+	for i, n := range names[1:] {
+		if i == len(names)-2 {
+			out += " and " + n
+		} else {
+			out += ", " + n
+		}
+	}
+	return out
+}
