@@ -265,5 +265,5 @@ for (var j = 0; j < jumps.length; j++) {
     }
   });
 }
-window.bfcsimView = {views: views, find: function (id) { for (var k = 0; k < views.length; k++) if (views[k].tr.id === id) return views[k]; return null; }};
+window.bfcsimView = {views: views, readyAt: performance.now(), find: function (id) { for (var k = 0; k < views.length; k++) if (views[k].tr.id === id) return views[k]; return null; }};
 })();`

@@ -244,3 +244,24 @@ func jsBytes(n uint64) string {
 	}
 	return fmt.Sprintf("%.0f %s", f, units[u])
 }
+
+// A trace with more blocks than the replay keeps one by one: the page draws
+// the allocators' rasters, says so, and stays small.
+func TestIndexExploreSummarised(t *testing.T) {
+	dir := t.TempDir()
+	tr := filepath.Join(dir, "many.jsonl")
+	code, _, stderr := cli(t, "", "gen", "random", "--events", "60000", "-o", tr)
+	require.Equal(t, 0, code, stderr)
+	out := filepath.Join(dir, "out")
+	code, _, stderr = cli(t, "", "replay", tr, "-a", "bfc,naive", "-o", out)
+	require.Equal(t, 0, code, stderr)
+	html, err := os.ReadFile(filepath.Join(out, "index.html"))
+	require.NoError(t, err)
+	assert.Contains(t, string(html), "bfc and naive made more blocks than a replay keeps one by one (20,000), so their maps are summarised")
+	data := exploreDataOf(t, string(html))
+	for _, a := range data.Traces[0].Allocators {
+		assert.False(t, a.Exact, a.Name)
+		assert.Empty(t, a.Blocks.S, "a summarised map carries no blocks")
+	}
+	assert.Less(t, len(html), 8<<20, "the page stays a few megabytes")
+}
