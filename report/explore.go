@@ -131,10 +131,14 @@ func newExploreAlloc(r *Result) exploreAlloc {
 			}
 		}
 	}
-	if mm.Exact {
+	blocks := mm.Blocks
+	if !mm.Exact {
+		blocks = mm.Large
+	}
+	if len(blocks) > 0 || mm.Exact {
 		b := &exploreBlocks{}
 		tags := map[string]int{}
-		for _, m := range mm.Blocks {
+		for _, m := range blocks {
 			b.A = append(b.A, m.Addr-mm.Lo)
 			b.S = append(b.S, m.Size)
 			b.R = append(b.R, m.Requested)
@@ -152,7 +156,8 @@ func newExploreAlloc(r *Result) exploreAlloc {
 			b.G = append(b.G, g)
 		}
 		a.Blocks = b
-	} else if g := mm.Raster; g != nil {
+	}
+	if g := mm.Raster; !mm.Exact && g != nil {
 		rs := &exploreRaster{Rows: g.Rows, Cols: g.Cols, RowBytes: g.RowBytes, Width: g.Width, U: make([]float64, len(g.InUse))}
 		for i, f := range g.InUse {
 			rs.U[i] = math.Round(f*100) / 100
@@ -163,21 +168,31 @@ func newExploreAlloc(r *Result) exploreAlloc {
 }
 
 // exploreNote says on the page what the view draws of a trace: every
-// block, or which allocators' maps were summarised.
+// block, or, for the allocators whose maps were summarised, the largest
+// blocks over a raster of the rest.
 func exploreNote(et *exploreTrace) string {
 	var summarised []string
 	var blocks int64
+	var smallest uint64
 	for _, a := range et.Allocators {
 		blocks = max(blocks, a.BlockCount)
-		if !a.Exact {
-			summarised = append(summarised, a.Name)
+		if a.Exact {
+			continue
+		}
+		summarised = append(summarised, a.Name)
+		if a.Blocks != nil {
+			for _, s := range a.Blocks.S {
+				if smallest == 0 || s < smallest {
+					smallest = s
+				}
+			}
 		}
 	}
 	if len(summarised) == 0 {
 		return fmt.Sprintf("Every block is drawn (up to %s per allocator): hover one for its allocation.", Count(blocks))
 	}
-	return fmt.Sprintf("%s made more blocks than a replay keeps one by one (%s), so their maps are summarised: each cell is shaded by the share of its bytes × events in use, and hovering it shows that share instead of a block. The other allocators' blocks are all drawn.",
-		joinNames(summarised), Count(int64(sim.DefaultBlocks)))
+	return fmt.Sprintf("%s made more blocks than a replay keeps one by one (%s): their largest %s blocks (%s and up) are drawn and can be hovered, and the rest are summarised beneath them, each cell shaded by the share of its bytes × events in use (hovering it shows that share). The other allocators' blocks are all drawn.",
+		joinNames(summarised), Count(int64(sim.DefaultBlocks)), Count(int64(sim.DefaultBlocks)), Bytes(smallest))
 }
 
 func joinNames(names []string) string {

@@ -52,6 +52,9 @@ function View(sec, tr) {
     row.appendChild(label); row.appendChild(c);
     this.occ.appendChild(row);
     this.occRows.push({label: label, canvas: c});
+    c.addEventListener("mousemove", (function (k, canvas) {
+      return function (ev) { canvas.title = self.occTip(k, ev); };
+    })(i, c));
   }
   this.reset();
   this.draw();
@@ -134,15 +137,7 @@ View.prototype.drawMap = function () {
   var c = this.map.getContext("2d"), a = this.alloc(), W = this.map.width, H = this.map.height;
   c.clearRect(0, 0, W, H);
   c.fillStyle = "#f7fafc"; c.fillRect(0, 0, W, H);
-  if (a.blocks) {
-    var b = a.blocks;
-    for (var i = 0; i < b.A.length; i++) {
-      if (b.E[i] <= this.v.e0 || b.B[i] >= this.v.e1 || b.A[i] + b.S[i] <= this.v.a0 || b.A[i] >= this.v.a1) continue;
-      var x0 = this.xOf(b.B[i]), x1 = this.xOf(b.E[i]), y0 = this.yOf(b.A[i] + b.S[i]), y1 = this.yOf(b.A[i]);
-      c.fillStyle = i === this.hover ? "#d62728" : COLORS[b.G[i] % COLORS.length];
-      c.fillRect(x0, y0, Math.max(x1 - x0, 1), Math.max(y1 - y0, 1));
-    }
-  } else if (a.raster) {
+  if (a.raster) {
     var g = a.raster;
     for (var r = 0; r < g.Rows; r++) {
       for (var k = 0; k < g.Cols; k++) {
@@ -151,9 +146,18 @@ View.prototype.drawMap = function () {
         var cx0 = this.xOf(k * g.Width), cx1 = this.xOf((k + 1) * g.Width);
         var cy0 = this.yOf((r + 1) * g.RowBytes), cy1 = this.yOf(r * g.RowBytes);
         if (cx1 < 0 || cx0 > W || cy1 < 0 || cy0 > H) continue;
-        c.fillStyle = "rgba(76,120,168," + u + ")";
+        c.fillStyle = "rgba(159,179,200," + u + ")";
         c.fillRect(cx0, cy0, Math.max(cx1 - cx0, 1), Math.max(cy1 - cy0, 1));
       }
+    }
+  }
+  if (a.blocks) {
+    var b = a.blocks;
+    for (var i = 0; i < b.A.length; i++) {
+      if (b.E[i] <= this.v.e0 || b.B[i] >= this.v.e1 || b.A[i] + b.S[i] <= this.v.a0 || b.A[i] >= this.v.a1) continue;
+      var x0 = this.xOf(b.B[i]), x1 = this.xOf(b.E[i]), y0 = this.yOf(b.A[i] + b.S[i]), y1 = this.yOf(b.A[i]);
+      c.fillStyle = i === this.hover ? "#d62728" : COLORS[b.G[i] % COLORS.length];
+      c.fillRect(x0, y0, Math.max(x1 - x0, 1), Math.max(y1 - y0, 1));
     }
   }
   if (this.cursor !== null) {
@@ -209,7 +213,7 @@ View.prototype.drawOcc = function () {
     c.fillStyle = "#f0f4f8"; c.fillRect(0, 0, W, H);
     if (this.cursor === null) { row.label.textContent = a.name + ": click the timeline to see the address space at that moment"; continue; }
     var span = Math.max(a.hi - a.lo, 1), e = this.cursor;
-    if (a.blocks) {
+    if (a.blocks && a.exact) {
       var o = this.occupancyAt(k, e), b = a.blocks;
       for (var j = 0; j < o.live.length; j++) {
         var i = o.live[j];
@@ -225,9 +229,34 @@ View.prototype.drawOcc = function () {
         c.fillStyle = "rgba(76,120,168," + u + ")";
         c.fillRect(r * g.RowBytes / span * W, 0, Math.max(g.RowBytes / span * W, 1), H);
       }
-      row.label.textContent = a.name + " around event " + count(e) + " (summarised: shading is the share in use)";
+      var ol = this.occupancyAt(k, e), bl = a.blocks;
+      for (var q = 0; bl && q < ol.live.length; q++) {
+        var m = ol.live[q];
+        c.fillStyle = COLORS[bl.G[m] % COLORS.length];
+        c.fillRect(bl.A[m] / span * W, 0, Math.max(bl.S[m] / span * W, 1), H);
+      }
+      row.label.textContent = a.name + " around event " + count(e) + ": " + count(ol.live.length) + " of its largest blocks, " + bytes(ol.bytes) +
+        ", over the share in use of the rest (summarised)";
     }
   }
+};
+// occTip names the block of allocator k under the pointer in its
+// occupancy bar, at the cursor.
+View.prototype.occTip = function (k, ev) {
+  var a = this.tr.allocators[k], b = a.blocks;
+  if (this.cursor === null || !b) return "";
+  var r = ev.currentTarget.getBoundingClientRect(), addr = (ev.clientX - r.left) / r.width * Math.max(a.hi - a.lo, 1);
+  var o = this.occupancyAt(k, this.cursor);
+  for (var j = 0; j < o.live.length; j++) {
+    var i = o.live[j];
+    if (addr >= b.A[i] && addr < b.A[i] + b.S[i]) {
+      var saved = this.ai; this.ai = k;
+      var text = a.name + ": " + this.tipText(i);
+      this.ai = saved;
+      return text;
+    }
+  }
+  return a.name + ": free or summarised here";
 };
 View.prototype.drawStatus = function () {
   var v = this.v;

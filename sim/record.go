@@ -182,6 +182,10 @@ type Memmap struct {
 	Blocks  []MemBlock
 	Regions []MemRegion
 	Raster  *Raster
+	// Large, when the map is not Exact, are its largest blocks, as many
+	// as it would keep exactly (Blocks of RecordConfig), by start event:
+	// the blocks worth pointing at, drawn over the raster.
+	Large []MemBlock
 	// BlockCount and RegionCount count every block and region, drawn or not.
 	BlockCount, RegionCount int64
 }
@@ -260,8 +264,9 @@ type recorder struct {
 	slots   []recSlot
 	regions map[uint64]recRegion
 
-	mm   Memmap
-	grid *areaGrid // nil until the memory map outgrows cfg.Blocks
+	mm    Memmap
+	grid  *areaGrid   // nil until the memory map outgrows cfg.Blocks
+	large largeBlocks // the largest blocks, once it has
 
 	// Layout at the peak: the state is base plus log; peakLen ≥ 0 marks a
 	// peak not yet built, the state base plus log[:peakLen].
@@ -492,15 +497,77 @@ func (r *recorder) paintBlock(s recSlot, end, endLine int64) {
 	if r.mm.Exact && len(r.mm.Blocks) >= r.cfg.Blocks {
 		r.toRaster()
 	}
+	m := MemBlock{
+		Addr: s.block.Addr, Size: s.block.Size, Requested: s.requested,
+		Start: s.start, End: end, Tag: s.tag,
+		ID: s.id, StartLine: s.line, EndLine: endLine,
+	}
 	if r.mm.Exact {
-		r.mm.Blocks = append(r.mm.Blocks, MemBlock{
-			Addr: s.block.Addr, Size: s.block.Size, Requested: s.requested,
-			Start: s.start, End: end, Tag: s.tag,
-			ID: s.id, StartLine: s.line, EndLine: endLine,
-		})
+		r.mm.Blocks = append(r.mm.Blocks, m)
 		return
 	}
 	r.grid.add(0, s.block.Addr, s.block.Size, s.start, end)
+	r.large.offer(m)
+}
+
+// largeBlocks keeps the n largest blocks offered: a min-heap by size, ties
+// broken by start event and address so that the result is deterministic.
+type largeBlocks struct {
+	n int
+	h []MemBlock
+}
+
+func smaller(a, b MemBlock) bool {
+	if a.Size != b.Size {
+		return a.Size < b.Size
+	}
+	if a.Start != b.Start {
+		return a.Start > b.Start // the later start counts as smaller
+	}
+	return a.Addr > b.Addr
+}
+
+func (l *largeBlocks) offer(m MemBlock) {
+	if l.n <= 0 {
+		return
+	}
+	if len(l.h) < l.n {
+		l.h = append(l.h, m)
+		for i := len(l.h) - 1; i > 0; {
+			p := (i - 1) / 2
+			if !smaller(l.h[i], l.h[p]) {
+				break
+			}
+			l.h[i], l.h[p] = l.h[p], l.h[i]
+			i = p
+		}
+		return
+	}
+	if !smaller(l.h[0], m) {
+		return
+	}
+	l.h[0] = m
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= len(l.h) {
+			break
+		}
+		if c+1 < len(l.h) && smaller(l.h[c+1], l.h[c]) {
+			c++
+		}
+		if !smaller(l.h[c], l.h[i]) {
+			break
+		}
+		l.h[i], l.h[c] = l.h[c], l.h[i]
+		i = c
+	}
+}
+
+// sorted returns the blocks kept, by start event, then address.
+func (l *largeBlocks) sorted() []MemBlock {
+	out := slices.Clone(l.h)
+	slices.SortFunc(out, func(a, b MemBlock) int { return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.Addr, b.Addr)) })
+	return out
 }
 
 func (r *recorder) paintRegion(addr uint64, g recRegion, end int64) {
@@ -521,8 +588,10 @@ func (r *recorder) paintRegion(addr uint64, g recRegion, end int64) {
 func (r *recorder) toRaster() {
 	r.grid = newAreaGrid(r.cfg.Rows, r.cfg.Columns)
 	r.grid.fitAddr(r.mm.Lo, r.mm.Hi) // the addresses seen so far: fewer merges later
+	r.large.n = r.cfg.Blocks
 	for _, b := range r.mm.Blocks {
 		r.grid.add(0, b.Addr, b.Size, b.Start, b.End)
+		r.large.offer(b)
 	}
 	for _, g := range r.mm.Regions {
 		r.grid.add(1, g.Addr, g.Size, g.Start, g.End)
@@ -552,6 +621,7 @@ func (r *recorder) finish(events int64) (*Timeline, *Memmap, *Layout) {
 	}
 	if !r.mm.Exact {
 		r.mm.Raster = r.grid.raster(events, r.mm.Lo, r.mm.Hi)
+		r.mm.Large = r.large.sorted()
 	}
 	tl := r.timeline
 	return &tl, &r.mm, r.layout

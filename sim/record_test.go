@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -349,4 +350,33 @@ func TestMemmapBlocksNameTheirEvents(t *testing.T) {
 	assert.Equal(t, uint64(9), live.ID)
 	assert.Equal(t, int64(3), live.StartLine)
 	assert.Zero(t, live.EndLine, "never freed")
+}
+
+// A memory map too large to keep block by block keeps its largest blocks
+// beside the raster: the ones a reader points at.
+func TestMemmapKeepsLargestBlocks(t *testing.T) {
+	evs := loadTrace(t, "random.jsonl")
+	exact := record(t, evs, "bfc", nil, RecordConfig{Blocks: 1 << 20}).Memmap
+	require.True(t, exact.Exact)
+	const keep = 50
+	mm := record(t, evs, "bfc", nil, RecordConfig{Blocks: keep}).Memmap
+	require.False(t, mm.Exact)
+	require.Len(t, mm.Large, keep)
+	sizes := make([]uint64, len(exact.Blocks))
+	for i, b := range exact.Blocks {
+		sizes[i] = b.Size
+	}
+	slices.Sort(sizes)
+	threshold := sizes[len(sizes)-keep]
+	byKey := map[[2]int64]MemBlock{}
+	for _, b := range exact.Blocks {
+		byKey[[2]int64{b.Start, int64(b.Addr)}] = b
+	}
+	for i, b := range mm.Large {
+		assert.GreaterOrEqual(t, b.Size, threshold, "only the largest are kept")
+		assert.Equal(t, byKey[[2]int64{b.Start, int64(b.Addr)}], b, "kept whole, as the exact map has it")
+		if i > 0 {
+			assert.LessOrEqual(t, mm.Large[i-1].Start, b.Start, "by start event")
+		}
+	}
 }

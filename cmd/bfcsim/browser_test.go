@@ -171,6 +171,32 @@ func TestIndexExploreInBrowser(t *testing.T) {
 			assert.Contains(t, labels[j], fmt.Sprintf("%s after event %s: %s blocks", a.Name, report.Count(cursor), report.Count(int64(live))))
 		}
 
+		// In the side-by-side view, the pointer on a live block of naive's
+		// names it.
+		naive := data.Traces[0].Allocators[1]
+		found := false
+		for i := range naive.Blocks.B {
+			if naive.Blocks.B[i] > cursor || cursor >= naive.Blocks.E[i] || naive.Blocks.S[i] < (naive.Hi-naive.Lo)/50 {
+				continue
+			}
+			x := (float64(naive.Blocks.A[i]) + float64(naive.Blocks.S[i])/2) / float64(naive.Hi-naive.Lo)
+			bar, err := chromedp.Run(ctx, chromedp.Evaluate[point](fmt.Sprintf(`(() => { const r = document.querySelectorAll("#trace-1-explore canvas.x-occ-bar")[1].getBoundingClientRect(); return {X: r.left + r.width * %g, Y: r.top + r.height / 2}; })()`, x)))
+			if err != nil {
+				return err
+			}
+			if err := chromedp.Do(ctx, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, bar.X, bar.Y)); err != nil {
+				return err
+			}
+			title, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelectorAll("#trace-1-explore canvas.x-occ-bar")[1].title`))
+			if err != nil {
+				return err
+			}
+			assert.Contains(t, title, fmt.Sprintf("naive: id %d", naive.Blocks.I[i]))
+			found = true
+			break
+		}
+		assert.True(t, found, "a block of naive wide enough to point at, live at the cursor")
+
 		// The peak in the comparison table leads to its moment.
 		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('a.x-jump[data-alloc="1"]').click(); true`)); err != nil {
 			return err
@@ -198,10 +224,12 @@ type exploreData struct {
 			Name   string `json:"name"`
 			Peak   int64  `json:"peak"`
 			Exact  bool   `json:"exact"`
+			Lo     uint64 `json:"lo"`
+			Hi     uint64 `json:"hi"`
 			Blocks struct {
-				S, I   []uint64
-				B, E   []int64
-				LA, LF []int64
+				A, S, I []uint64
+				B, E    []int64
+				LA, LF  []int64
 			} `json:"blocks"`
 		} `json:"allocators"`
 	} `json:"traces"`
@@ -257,11 +285,11 @@ func TestIndexExploreSummarised(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	html, err := os.ReadFile(filepath.Join(out, "index.html"))
 	require.NoError(t, err)
-	assert.Contains(t, string(html), "bfc and naive made more blocks than a replay keeps one by one (20,000), so their maps are summarised")
+	assert.Contains(t, string(html), "bfc and naive made more blocks than a replay keeps one by one (20,000): their largest 20,000 blocks (")
 	data := exploreDataOf(t, string(html))
 	for _, a := range data.Traces[0].Allocators {
 		assert.False(t, a.Exact, a.Name)
-		assert.Empty(t, a.Blocks.S, "a summarised map carries no blocks")
+		assert.Len(t, a.Blocks.S, 20000, "%s: the largest blocks, drawn over the raster", a.Name)
 	}
 	assert.Less(t, len(html), 8<<20, "the page stays a few megabytes")
 }
