@@ -54,7 +54,8 @@ func decompress(r io.Reader) (io.Reader, func(), error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("opening gzip stream: %w", err)
 		}
-		return zr, func() { zr.Close() }, nil
+		ra := newReadAhead(zr)
+		return ra, func() { ra.closeAfter(func() { zr.Close() }) }, nil
 	case bytes.HasPrefix(magic, zstdMagic):
 		zr, err := zstd.NewReader(br,
 			zstd.WithDecoderConcurrency(1),
@@ -62,7 +63,8 @@ func decompress(r io.Reader) (io.Reader, func(), error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("opening zstd stream: %w", err)
 		}
-		return zr, zr.Close, nil
+		ra := newReadAhead(zr)
+		return ra, func() { ra.closeAfter(zr.Close) }, nil
 	}
 	return br, func() {}, nil
 }
