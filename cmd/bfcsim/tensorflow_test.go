@@ -91,3 +91,11 @@ func TestTensorFlowCaptureSeveralAllocators(t *testing.T) {
 	assert.Equal(t, map[string]any{"checked": 761.0, "matched": 761.0}, res["recorded_block_match"])
 	assert.Equal(t, 6208853504.0, res["allocator_stats"].(map[string]any)["bytes_in_use"], "recorded_end_in_use_bytes: TensorFlow's bytes_allocated after its last event")
 }
+
+// validate takes a capture too, and --allocator picks its allocator.
+func TestValidateTensorFlowCapture(t *testing.T) {
+	code, out, stderr := cli(t, "", "validate", "../../trace/tensorflow/testdata/real/gpu-multi-worker.xplane.pb.zst", "--allocator", "GPU_1_bfc")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "events   22: 20 alloc")
+	assert.Contains(t, out, `tf_allocator="GPU_1_bfc"`)
+}

@@ -16,7 +16,8 @@ import (
 )
 
 func newValidateCmd(e *env) *cobra.Command {
-	return &cobra.Command{
+	var tfAllocator string
+	cmd := &cobra.Command{
 		Use:   "validate TRACE...",
 		Short: "Check traces and print their summary",
 		Long: `Check every line of each trace against the v1 format (docs/trace-format.md)
@@ -32,7 +33,7 @@ file:line: reason; the exit code is 2 if any trace is invalid.`,
 			w := &stickyWriter{w: cmd.OutOrStdout()}
 			bad := 0
 			for _, path := range args {
-				ok, err := validateOne(cmd.Context(), w, e, path)
+				ok, err := validateOne(cmd.Context(), w, e, path, tfAllocator)
 				if err != nil {
 					return err
 				}
@@ -49,13 +50,15 @@ file:line: reason; the exit code is 2 if any trace is invalid.`,
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&tfAllocator, "allocator", "", "a TensorFlow profiler capture's allocator to check, e.g. GPU_0_bfc (needed when it has several)")
+	return cmd
 }
 
 // validateOne prints the summary of one trace and reports whether it is
 // valid. Errors that stop reading (a missing file, a corrupt gzip stream, a
 // bad header) are returned.
-func validateOne(ctx context.Context, w io.Writer, e *env, path string) (bool, error) {
-	t, err := openTrace(ctx, e, path, true, "")
+func validateOne(ctx context.Context, w io.Writer, e *env, path, tfAllocator string) (bool, error) {
+	t, err := openTrace(ctx, e, path, true, tfAllocator)
 	if err != nil {
 		var serr *trace.SyntaxError
 		if errors.As(err, &serr) {
