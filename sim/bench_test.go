@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/bfcsim/bfcsim/allocators"
@@ -23,7 +24,10 @@ func (s *sliceSource) Err() error         { return nil }
 // loadTrace reads a bundled trace into memory, Slots assigned.
 func loadTrace(b testing.TB, name string) []trace.Event {
 	b.Helper()
-	f, err := os.Open("../traces/" + name)
+	if !strings.Contains(name, "/") {
+		name = "../traces/" + name
+	}
+	f, err := os.Open(name)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -88,6 +92,45 @@ func BenchmarkReplayRecording(b *testing.B) {
 					}
 				}
 				b.ReportMetric(float64(len(evs))*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			})
+		}
+	}
+}
+
+// BenchmarkReplayFile is BenchmarkReplay on the trace named by
+// $BFCSIM_BENCH_TRACE (a recording of your own, held in memory whole), for
+// the allocators in $BFCSIM_BENCH_ALLOCATORS (comma-separated; default bfc);
+// it is skipped when the trace is not named.
+func BenchmarkReplayFile(b *testing.B) {
+	path := os.Getenv("BFCSIM_BENCH_TRACE")
+	if path == "" {
+		b.Skip("BFCSIM_BENCH_TRACE is not set")
+	}
+	names := []string{"bfc"}
+	if s := os.Getenv("BFCSIM_BENCH_ALLOCATORS"); s != "" {
+		names = strings.Split(s, ",")
+	}
+	evs := loadTrace(b, path)
+	for _, name := range names {
+		for _, record := range []bool{false, true} {
+			label := name
+			var rc *RecordConfig
+			if record {
+				label, rc = name+"/record", &RecordConfig{}
+			}
+			b.Run(label, func(b *testing.B) {
+				cfg := Config{
+					Allocators: []AllocatorSpec{{Name: name}},
+					Space:      allocators.SpaceConfig{Kind: "virtual", Capacity: DefaultCapacity},
+					Record:     rc,
+					Reread:     func() (Source, error) { return &sliceSource{events: evs}, nil },
+				}
+				for b.Loop() {
+					if _, err := Replay(context.Background(), &sliceSource{events: evs}, cfg); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(len(evs))/float64(b.N), "ns/event")
 			})
 		}
 	}

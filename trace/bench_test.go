@@ -3,6 +3,7 @@ package trace
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"testing"
 )
 
@@ -153,4 +154,34 @@ func BenchmarkReaderTraces(b *testing.B) {
 			benchRead(b, data, int64(len(data)))
 		})
 	}
+}
+
+// BenchmarkReaderFile reads the trace named by $BFCSIM_BENCH_TRACE (a
+// recording of your own, of any size and compression) with a Reader per op;
+// it is skipped when the variable is unset.
+func BenchmarkReaderFile(b *testing.B) {
+	path := os.Getenv("BFCSIM_BENCH_TRACE")
+	if path == "" {
+		b.Skip("BFCSIM_BENCH_TRACE is not set")
+	}
+	var events int64
+	for b.Loop() {
+		f, err := os.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := NewReader(f, path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for r.Next() {
+		}
+		if r.Err() != nil {
+			b.Fatal(r.Err())
+		}
+		events += r.Summary().Events
+		r.Close()
+		f.Close()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
 }
