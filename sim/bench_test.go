@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -24,7 +25,7 @@ func (s *sliceSource) Err() error         { return nil }
 // loadTrace reads a bundled trace into memory, Slots assigned.
 func loadTrace(b testing.TB, name string) []trace.Event {
 	b.Helper()
-	if !strings.Contains(name, "/") {
+	if !filepath.IsAbs(name) {
 		name = "../traces/" + name
 	}
 	f, err := os.Open(name)

@@ -68,17 +68,27 @@ const (
 	hasHeaderKey
 )
 
-// decodeEvent turns one line into *ev (which must be zero), checking
+// decoder turns event lines into Events. It holds the scratch buffers and
+// the tag table of one decoding goroutine: the Reader has one, and each
+// worker that decodes a large trace in parallel has its own (see
+// pipeline.go).
+type decoder struct {
+	keyBuf []byte // an unescaped key or op
+	valBuf []byte // an unescaped tag or name
+	tags   map[string]string
+}
+
+// decodeEvent turns line lineNo into *ev (which must be zero), checking
 // everything that can be checked from the line alone. It returns the reason
 // the line is invalid, or "".
-func (r *Reader) decodeEvent(ev *Event, line []byte) string {
-	ev.Line = r.lineNo
-	msg, ok := r.scanEvent(ev, line)
+func (d *decoder) decodeEvent(ev *Event, line []byte, lineNo int64) string {
+	ev.Line = lineNo
+	msg, ok := d.scanEvent(ev, line)
 	if !ok {
-		*ev = Event{Line: r.lineNo}
+		*ev = Event{Line: lineNo}
 		msg = malformedReason(line)
 		if msg == "" {
-			panic(fmt.Sprintf("trace: internal error: the decoder rejected line %d, which is valid JSON: %q", r.lineNo, line))
+			panic(fmt.Sprintf("trace: internal error: the decoder rejected line %d, which is valid JSON: %q", lineNo, line))
 		}
 	}
 	return msg
@@ -86,7 +96,7 @@ func (r *Reader) decodeEvent(ev *Event, line []byte) string {
 
 // scanEvent is decodeEvent's single pass. ok is false if the line is not a
 // JSON object of nesting depth at most maxJSONDepth; msg is then meaningless.
-func (r *Reader) scanEvent(ev *Event, line []byte) (msg string, ok bool) {
+func (d *decoder) scanEvent(ev *Event, line []byte) (msg string, ok bool) {
 	var (
 		fields         uint8
 		opStart, opEnd int // the raw text of the last op, without quotes
@@ -122,8 +132,8 @@ func (r *Reader) scanEvent(ev *Event, line []byte) (msg string, ok bool) {
 			if msg == "" {
 				k := line[keyStart : i-1]
 				if keyEsc {
-					r.keyBuf = appendUnescaped(r.keyBuf[:0], k)
-					k = r.keyBuf
+					d.keyBuf = appendUnescaped(d.keyBuf[:0], k)
+					k = d.keyBuf
 				}
 				key = keyCode(k)
 			}
@@ -208,13 +218,13 @@ func (r *Reader) scanEvent(ev *Event, line []byte) (msg string, ok bool) {
 				ev.Stream, i, msg, ok = streamValue(line, i)
 			case keyTag:
 				var s []byte
-				s, i, msg, ok = r.stringValue(line, i, "tag")
-				ev.Tag = r.intern(s)
+				s, i, msg, ok = d.stringValue(line, i, "tag")
+				ev.Tag = d.intern(s)
 			case keyName:
 				fields |= hasName
 				var s []byte
-				s, i, msg, ok = r.stringValue(line, i, "name")
-				ev.Name = r.intern(s)
+				s, i, msg, ok = d.stringValue(line, i, "name")
+				ev.Name = d.intern(s)
 			case keyHeader:
 				fields |= hasHeaderKey
 				i, ok = skipValue(line, i)
@@ -267,8 +277,8 @@ end:
 	}
 	opText := line[opStart:opEnd]
 	if opEsc {
-		r.keyBuf = appendUnescaped(r.keyBuf[:0], opText)
-		opText = r.keyBuf
+		d.keyBuf = appendUnescaped(d.keyBuf[:0], opText)
+		opText = d.keyBuf
 	}
 	switch string(opText) {
 	case "alloc":
@@ -522,7 +532,7 @@ func streamValue(line []byte, i int) (v int64, end int, msg string, ok bool) {
 
 // stringValue decodes the string field name whose value starts at line[i].
 // The returned bytes are valid until the next call.
-func (r *Reader) stringValue(line []byte, i int, name string) (s []byte, end int, msg string, ok bool) {
+func (d *decoder) stringValue(line []byte, i int, name string) (s []byte, end int, msg string, ok bool) {
 	if line[i] != '"' {
 		end, ok = skipValue(line, i)
 		return nil, end, name + " must be a string, found " + typeName(line[i]), ok
@@ -533,8 +543,8 @@ func (r *Reader) stringValue(line []byte, i int, name string) (s []byte, end int
 	}
 	s = line[i+1 : end-1]
 	if esc {
-		r.valBuf = appendUnescaped(r.valBuf[:0], s)
-		s = r.valBuf
+		d.valBuf = appendUnescaped(d.valBuf[:0], s)
+		s = d.valBuf
 	}
 	return s, end, "", true
 }

@@ -280,11 +280,12 @@ func traceLines(t testing.TB, path string) [][]byte {
 
 // sameDecode checks that the decoder and the reference agree on line, both
 // as an event line and as a first line that may be the header.
-func sameDecode(t *testing.T, r *Reader, ref *refDecoder, line []byte) {
+func sameDecode(t *testing.T, r *decoder, ref *refDecoder, line []byte) {
 	t.Helper()
-	r.lineNo, ref.lineNo = 42, 42
+	ref.lineNo = 42
 	want, wantMsg := ref.decode(line)
-	got, gotMsg := r.decode(line)
+	var got Event
+	gotMsg := r.decodeEvent(&got, line, 42)
 	require.Equal(t, wantMsg, gotMsg, "line %q", line)
 	if wantMsg == "" {
 		require.Equal(t, want, got, "line %q", line)
@@ -308,13 +309,13 @@ func sameDecode(t *testing.T, r *Reader, ref *refDecoder, line []byte) {
 var keyPattern = regexp.MustCompile(`"[a-z_]+":`)
 
 // decode is decodeEvent with the signature of the reference's decode.
-func (r *Reader) decode(line []byte) (Event, string) {
+func (d *decoder) decode(line []byte) (Event, string) {
 	var ev Event
-	msg := r.decodeEvent(&ev, line)
+	msg := d.decodeEvent(&ev, line, 0)
 	return ev, msg
 }
 
-func newDecodeReader() *Reader { return &Reader{tags: map[string]string{}} }
+func newDecodeReader() *decoder { return &decoder{tags: map[string]string{}} }
 
 func TestDecodeMatchesReference(t *testing.T) {
 	r, ref := newDecodeReader(), newRefDecoder()

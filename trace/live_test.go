@@ -18,14 +18,14 @@ func TestLiveSetMatchesMap(t *testing.T) {
 		func(k uint64) uint64 { return 1<<63 - 1 - k },
 	} {
 		var s liveSet
-		m := map[uint64]liveAlloc{}
+		m := map[uint64]uint32{}
 		for step := range 200_000 {
 			id := idOf(rng.Uint64N(uint64(1 + step/50)))
 			i, ok := s.find(id)
 			want, wantOK := m[id]
 			require.Equal(t, wantOK, ok, "id %d", id)
 			if ok {
-				require.Equal(t, want, s.entries[i].liveAlloc)
+				require.Equal(t, want, s.entries[i].slot)
 			}
 			if rng.IntN(2) == 0 {
 				if ok {
@@ -33,7 +33,7 @@ func TestLiveSetMatchesMap(t *testing.T) {
 					delete(m, id)
 				}
 			} else if !ok {
-				a := liveAlloc{size: rng.Uint64(), line: int64(step), slot: rng.Uint32()}
+				a := rng.Uint32()
 				s.reserve()
 				i, _ = s.find(id)
 				s.put(i, id, a)
@@ -44,7 +44,7 @@ func TestLiveSetMatchesMap(t *testing.T) {
 		for id, want := range m {
 			i, ok := s.find(id)
 			require.True(t, ok)
-			require.Equal(t, want, s.entries[i].liveAlloc)
+			require.Equal(t, want, s.entries[i].slot)
 		}
 	}
 }

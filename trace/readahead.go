@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"errors"
 	"io"
 	"sync"
 )
@@ -26,6 +27,9 @@ type chunk struct {
 	b   []byte
 	err error
 }
+
+// errReadAheadClosed is what a Read after Close returns.
+var errReadAheadClosed = errors.New("read after close")
 
 const (
 	readAheadSize = 256 << 10
@@ -79,7 +83,12 @@ func (ra *readAhead) Read(p []byte) (int, error) {
 		if ra.err != nil {
 			return 0, ra.err
 		}
-		c := <-ra.full
+		var c chunk
+		select {
+		case c = <-ra.full:
+		case <-ra.done:
+			c.err = errReadAheadClosed
+		}
 		ra.buf, ra.cur, ra.err = c.b, c.b, c.err
 	}
 	n := copy(p, ra.cur)

@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
+	"sync/atomic"
 )
 
 // MaxLineBytes bounds one line of a trace. Event lines are a few dozen bytes;
@@ -65,11 +66,10 @@ type Summary struct {
 	HasT            bool // FirstT and LastT are set
 }
 
-// liveAlloc is what the Reader remembers of a live allocation.
+// liveAlloc is what the Reader remembers of a live allocation, by slot.
 type liveAlloc struct {
 	size uint64
 	line int64
-	slot uint32
 	// refused: the recording failed it (RecordedOOMMark); not live.
 	refused bool
 }
@@ -85,22 +85,28 @@ type Reader struct {
 	closeFn     func()
 	skipInvalid bool
 
-	header   Header
-	pending  []byte // the first line, read while looking for a header
-	lineNo   int64
-	long     []byte // accumulates lines longer than the bufio buffer
-	keyBuf   []byte // an unescaped key or op
-	valBuf   []byte // an unescaped tag or name
-	ev       Event
-	err      error
-	kept     []*SyntaxError
-	sum      Summary
-	live     liveSet
-	freeSlot []uint32
+	header  Header
+	pending []byte // the first line, read while looking for a header
+	lineNo  int64
+	long    []byte // accumulates lines longer than the bufio buffer
+	dec     decoder
+	// pipe decodes the lines past the first pipelineStartLines on other
+	// goroutines; chunk is the decoded chunk being checked, at its next
+	// event and badAt its next invalid line.
+	pipe      *pipeline
+	pipeAfter int64 // pipelineStartLines when the Reader was made
+	chunk     *lineChunk
+	at, badAt int
+	ev        Event
+	err       error
+	kept      []*SyntaxError
+	sum       Summary
+	live      liveSet
+	slots     []liveAlloc // by slot
+	freeSlot  []uint32
 	// oomNext: a RecordedOOMMark mark came last, before any alloc.
 	oomNext  bool
 	nextSlot uint32
-	tags     map[string]string
 }
 
 // NewReader returns a Reader of the trace in rd. name is used in error
@@ -113,10 +119,11 @@ type Reader struct {
 // The caller keeps ownership of rd; Close releases the decompressor.
 func NewReader(rd io.Reader, name string, opts ...ReaderOption) (*Reader, error) {
 	r := &Reader{
-		name:    name,
-		raw:     &countingReader{r: rd},
-		tags:    make(map[string]string),
-		closeFn: func() {},
+		name:      name,
+		raw:       &countingReader{r: rd},
+		dec:       decoder{tags: make(map[string]string)},
+		pipeAfter: pipelineStartLines,
+		closeFn:   func() {},
 	}
 	for _, o := range opts {
 		o(r)
@@ -141,6 +148,13 @@ func (r *Reader) Header() Header { return r.header }
 // trace or at the first error; Err tells which.
 func (r *Reader) Next() bool {
 	for r.err == nil {
+		if r.pipe != nil {
+			return r.nextDecoded()
+		}
+		if r.lineNo >= r.pipeAfter && r.pending == nil {
+			r.pipe = startPipeline(r.in, r.lineNo+1, r.name)
+			continue
+		}
 		line, ok := r.readLine()
 		if !ok {
 			return false
@@ -149,24 +163,89 @@ func (r *Reader) Next() bool {
 			continue
 		}
 		var ev Event
-		msg := r.decodeEvent(&ev, line)
+		msg := r.dec.decodeEvent(&ev, line, r.lineNo)
 		if msg == "" {
 			msg = r.apply(&ev)
 		}
 		if msg != "" {
-			serr := &SyntaxError{File: r.name, Line: r.lineNo, Msg: msg}
-			if !r.skipInvalid {
-				r.err = serr
+			if r.invalid(msg, r.lineNo) {
 				return false
-			}
-			r.sum.Skipped++
-			if len(r.kept) < maxKeptErrors {
-				r.kept = append(r.kept, serr)
 			}
 			continue
 		}
 		r.ev = ev
 		return true
+	}
+	return false
+}
+
+// nextDecoded is Next once the pipeline decodes the lines.
+func (r *Reader) nextDecoded() bool {
+	for r.err == nil {
+		c := r.chunk
+		if c == nil {
+			if c = r.pipe.next(); c == nil {
+				return false // stopped by Close
+			}
+			r.chunk, r.at, r.badAt = c, 0, 0
+		}
+		if r.at == len(c.events) {
+			r.chunk = nil
+			err := c.err
+			r.pipe.release(c)
+			switch {
+			case err == nil:
+				continue
+			case err == io.EOF:
+				r.pipe.stop()
+				return false
+			default:
+				r.err = err
+				return false
+			}
+		}
+		ev := &c.events[r.at]
+		r.at++
+		r.lineNo = ev.Line
+		if r.at%prefetchAhead == 1 {
+			r.live.prefetch(c.events[min(r.at-1+prefetchAhead, len(c.events)):min(r.at-1+2*prefetchAhead, len(c.events))])
+		}
+		var msg string
+		if r.badAt < len(c.bad) && c.bad[r.badAt].at == r.at-1 {
+			msg = c.bad[r.badAt].msg
+			r.badAt++
+		} else {
+			msg = r.apply(ev)
+		}
+		if msg != "" {
+			if r.invalid(msg, ev.Line) {
+				return false
+			}
+			continue
+		}
+		r.ev = *ev
+		return true
+	}
+	return false
+}
+
+// prefetchAhead is how many events the Reader touches the live set for at
+// once, that many events ahead of the one being checked: enough loads in
+// one tight loop that they wait on memory together, and far enough ahead
+// that they have arrived when their turn comes.
+const prefetchAhead = 16
+
+// invalid handles the invalid line lineNo: it stops the Reader, and returns
+// true, unless invalid lines are skipped.
+func (r *Reader) invalid(msg string, lineNo int64) bool {
+	serr := &SyntaxError{File: r.name, Line: lineNo, Msg: msg}
+	if !r.skipInvalid {
+		r.err = serr
+		return true
+	}
+	r.sum.Skipped++
+	if len(r.kept) < maxKeptErrors {
+		r.kept = append(r.kept, serr)
 	}
 	return false
 }
@@ -188,13 +267,16 @@ func (r *Reader) SkippedErrors() []*SyntaxError { return r.kept }
 
 // BytesRead returns how many bytes of the underlying (possibly compressed)
 // input have been consumed, for progress reports.
-func (r *Reader) BytesRead() int64 { return r.raw.n }
+func (r *Reader) BytesRead() int64 { return r.raw.n.Load() }
 
 // Name returns the name the Reader was created with.
 func (r *Reader) Name() string { return r.name }
 
 // Close releases the decompressor. It does not close the underlying reader.
 func (r *Reader) Close() error {
+	if r.pipe != nil {
+		r.pipe.stop()
+	}
 	r.closeFn()
 	return nil
 }
@@ -291,7 +373,7 @@ func (r *Reader) apply(ev *Event) string {
 		r.live.reserve()
 		at, ok := r.live.find(ev.ID)
 		if ok {
-			return fmt.Sprintf("alloc of id %d that is already live (allocated at line %d)", ev.ID, r.live.entries[at].line)
+			return fmt.Sprintf("alloc of id %d that is already live (allocated at line %d)", ev.ID, r.slots[r.live.entries[at].slot].line)
 		}
 		if r.sum.LiveBytes+ev.Size < r.sum.LiveBytes {
 			return fmt.Sprintf("alloc of %d bytes would make more than 2^64 bytes live", ev.Size)
@@ -299,7 +381,11 @@ func (r *Reader) apply(ev *Event) string {
 		ev.Slot = r.takeSlot()
 		refused := r.oomNext
 		r.oomNext = false
-		r.live.put(at, ev.ID, liveAlloc{size: ev.Size, line: ev.Line, slot: ev.Slot, refused: refused})
+		r.live.put(at, ev.ID, ev.Slot)
+		if int(ev.Slot) == len(r.slots) {
+			r.slots = append(r.slots, liveAlloc{})
+		}
+		r.slots[ev.Slot] = liveAlloc{size: ev.Size, line: ev.Line, refused: refused}
 		s := &r.sum
 		s.Allocs++
 		if ev.Size == 0 {
@@ -318,11 +404,12 @@ func (r *Reader) apply(ev *Event) string {
 		if !ok {
 			return fmt.Sprintf("free of id %d that is not live", ev.ID)
 		}
-		a := r.live.entries[at].liveAlloc
+		slot := r.live.entries[at].slot
+		a := r.slots[slot]
 		r.live.removeAt(at)
-		r.freeSlot = append(r.freeSlot, a.slot)
+		r.freeSlot = append(r.freeSlot, slot)
 		ev.Size = a.size
-		ev.Slot = a.slot
+		ev.Slot = slot
 		r.sum.Frees++
 		r.sum.LiveAllocs--
 		if !a.refused {
@@ -370,13 +457,13 @@ func (r *Reader) takeSlot() uint32 {
 }
 
 // intern returns b as a string, sharing one copy between equal tags.
-func (r *Reader) intern(b []byte) string {
-	if s, ok := r.tags[string(b)]; ok {
+func (d *decoder) intern(b []byte) string {
+	if s, ok := d.tags[string(b)]; ok {
 		return s
 	}
 	s := string(b)
-	if len(r.tags) < maxInternedTags {
-		r.tags[s] = s
+	if len(d.tags) < maxInternedTags {
+		d.tags[s] = s
 	}
 	return s
 }
@@ -386,11 +473,11 @@ func fmtFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 // countingReader counts the bytes read through it.
 type countingReader struct {
 	r io.Reader
-	n int64
+	n atomic.Int64 // read on the goroutine that reads ahead, if any
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	c.n += int64(n)
+	c.n.Add(int64(n))
 	return n, err
 }

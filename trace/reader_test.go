@@ -14,8 +14,30 @@ import (
 )
 
 // readAll reads every event of text, returning them and the Reader's error.
+// It reads text three times: alone, and with the lines decoded in parallel
+// from the first line and from the second (pipeline.go), and fails unless
+// all three agree on every event, the error, the summary and the skipped
+// lines.
 func readAll(t *testing.T, text string, opts ...ReaderOption) ([]Event, *Reader, error) {
 	t.Helper()
+	evs, r, err := readWith(t, text, math.MaxInt64, opts...)
+	for _, start := range []int64{0, 1} {
+		pevs, pr, perr := readWith(t, text, start, opts...)
+		require.Equal(t, evs, pevs, "events decoded in parallel after line %d", start)
+		require.Equal(t, err, perr, "error decoding in parallel after line %d", start)
+		if r != nil {
+			require.Equal(t, r.Summary(), pr.Summary(), "summary decoding in parallel after line %d", start)
+			require.Equal(t, r.SkippedErrors(), pr.SkippedErrors(), "skipped lines decoding in parallel after line %d", start)
+		}
+	}
+	return evs, r, err
+}
+
+// readWith is readAll with the pipeline started after line start.
+func readWith(t *testing.T, text string, start int64, opts ...ReaderOption) ([]Event, *Reader, error) {
+	t.Helper()
+	defer func(old int64) { pipelineStartLines = old }(pipelineStartLines)
+	pipelineStartLines = start
 	r, err := NewReader(strings.NewReader(text), "t.jsonl", opts...)
 	if err != nil {
 		return nil, nil, err
