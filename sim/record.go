@@ -25,9 +25,12 @@ import (
 //     events was in use or reserved, and whose cells double in width (time)
 //     or height (address) as the trace outgrows them;
 //   - the layout is captured exactly. At an event index that is a copy of
-//     the live blocks and regions; at the peak it is rebuilt from the last
-//     copy and a log of the changes since, with a fresh copy whenever the log
-//     outgrows the state, so the cost per event stays constant.
+//     the live blocks and regions. At the peak it is built once, at the
+//     end: the blocks and regions live at the peak are those live at the end
+//     that began no later than the peak's event, and those that did and were
+//     removed since, which are kept aside as they are removed (a new peak
+//     forgets them). Those can be no more than were live at the peak, so
+//     the peak costs O(1) per event and memory no larger than its layout.
 
 // RecordConfig asks Replay to record the series plots are drawn from.
 type RecordConfig struct {
@@ -268,14 +271,20 @@ type recorder struct {
 	grid  *areaGrid   // nil until the memory map outgrows cfg.Blocks
 	large largeBlocks // the largest blocks, once it has
 
-	// Layout at the peak: the state is base plus log; peakLen ≥ 0 marks a
-	// peak not yet built, the state base plus log[:peakLen].
-	baseSlots           []recSlot
-	baseRegions         map[uint64]recRegion
-	log                 []change
-	peakLen             int
+	// Layout at the peak, when hasPeak: the blocks and regions live at the
+	// end that began by peakEvent, plus gone, those that began by then and
+	// were freed or released since.
+	hasPeak             bool
 	peakEvent, peakLine int64
+	gone                peakGone
 	layout              *Layout
+}
+
+// peakGone holds the blocks and regions live at the peak that have been
+// freed or released since.
+type peakGone struct {
+	blocks  []LayoutBlock
+	regions []LayoutRegion
 }
 
 type recSlot struct {
@@ -292,29 +301,12 @@ type recRegion struct {
 	start int64
 }
 
-// change is one entry of the layout's log.
-type change struct {
-	op   uint8 // changeAlloc, changeFree, changeReserve, changeRelease
-	slot uint32
-	addr uint64
-	rec  recSlot // changeAlloc
-	size uint64  // changeReserve
-}
-
-const (
-	changeAlloc = iota
-	changeFree
-	changeReserve
-	changeRelease
-)
-
 func newRecorder(cfg RecordConfig, granule uint64) *recorder {
 	return &recorder{
 		cfg: cfg, granule: granule,
 		timeline: Timeline{Width: 1},
 		regions:  map[uint64]recRegion{},
 		mm:       Memmap{Exact: true},
-		peakLen:  -1,
 	}
 }
 
@@ -328,17 +320,14 @@ func (r *recorder) alloc(slot uint32, b allocators.Block, requested uint64, tag 
 	r.slots[slot] = s
 	r.mm.BlockCount++
 	r.touchRange(b.Addr, b.Size)
-	if r.atPeak() {
-		r.logChange(change{op: changeAlloc, slot: slot, rec: s})
-	}
 }
 
 func (r *recorder) free(slot uint32, line int64) {
 	s := r.slots[slot]
 	r.slots[slot] = recSlot{}
 	r.paintBlock(s, r.now, line)
-	if r.atPeak() {
-		r.logChange(change{op: changeFree, slot: slot})
+	if r.hasPeak && s.start <= r.peakEvent {
+		r.gone.blocks = append(r.gone.blocks, layoutBlock(&s))
 	}
 }
 
@@ -347,9 +336,6 @@ func (r *recorder) reserve(addr, n uint64) {
 	r.regions[addr] = recRegion{size: size, start: r.now}
 	r.mm.RegionCount++
 	r.touchRange(addr, size)
-	if r.atPeak() {
-		r.logChange(change{op: changeReserve, addr: addr, size: size})
-	}
 }
 
 // release ends the reservations that [addr, addr+n) covers.
@@ -361,8 +347,8 @@ func (r *recorder) release(addr, n uint64) {
 		}
 		delete(r.regions, addr)
 		r.paintRegion(addr, g, r.now)
-		if r.atPeak() {
-			r.logChange(change{op: changeRelease, addr: addr})
+		if r.hasPeak && g.start <= r.peakEvent {
+			r.gone.regions = append(r.gone.regions, LayoutRegion{Addr: addr, Size: g.size})
 		}
 		addr += g.size
 	}
@@ -375,12 +361,15 @@ func roundUp(n, g uint64) uint64 {
 	return (n + g - 1) / g * g
 }
 
-// peak notes that the allocation just made reached a new peak of bytes in use.
+// peak notes that the allocation just made, by event, reached a new peak of
+// bytes in use: what is live now is the peak's layout. Nothing live now was
+// removed since, so what was is forgotten.
 func (r *recorder) peak(event, line int64) {
 	if !r.atPeak() {
 		return
 	}
-	r.peakLen, r.peakEvent, r.peakLine = len(r.log), event, line
+	r.hasPeak, r.peakEvent, r.peakLine = true, event, line
+	r.gone.blocks, r.gone.regions = r.gone.blocks[:0], r.gone.regions[:0]
 }
 
 // after is called once an event is applied.
@@ -404,73 +393,63 @@ func (r *recorder) mark(i int64, ev *trace.Event) {
 	}
 }
 
-// layoutLogSlack lets the layout's log grow this many entries past twice
-// the state before it is folded into a fresh copy, so that a small trace
-// never copies at all. Tests set it to 0 to fold often.
-var layoutLogSlack = 4096
-
-func (r *recorder) logChange(c change) {
-	r.log = append(r.log, c)
-	if len(r.log) > 2*(len(r.slots)+len(r.regions))+layoutLogSlack {
-		r.rebase()
-	}
-}
-
-// rebase builds a pending peak layout, then copies the state as the new base
-// and empties the log.
-func (r *recorder) rebase() {
-	r.buildPeak()
-	r.baseSlots = append(r.baseSlots[:0], r.slots...)
-	r.baseRegions = make(map[uint64]recRegion, len(r.regions))
-	for a, g := range r.regions {
-		r.baseRegions[a] = g
-	}
-	r.log = r.log[:0]
-}
-
+// buildPeak builds the layout at the peak: the blocks and regions live now
+// that began by the peak's event, and those removed since.
 func (r *recorder) buildPeak() {
-	if r.peakLen < 0 {
+	if !r.hasPeak {
 		return
 	}
-	slots := slices.Clone(r.baseSlots)
-	regions := make(map[uint64]recRegion, len(r.baseRegions))
-	for a, g := range r.baseRegions {
-		regions[a] = g
-	}
-	for _, c := range r.log[:r.peakLen] {
-		switch c.op {
-		case changeAlloc:
-			if int(c.slot) >= len(slots) {
-				slots = append(slots, make([]recSlot, int(c.slot)+1-len(slots))...)
-			}
-			slots[c.slot] = c.rec
-		case changeFree:
-			slots[c.slot] = recSlot{}
-		case changeReserve:
-			regions[c.addr] = recRegion{size: c.size}
-		case changeRelease:
-			delete(regions, c.addr)
+	l := &Layout{Event: r.peakEvent, Line: r.peakLine, AtPeak: true}
+	l.Blocks = r.gone.blocks
+	for i := range r.slots {
+		if s := &r.slots[i]; s.block.Size != 0 && s.start <= r.peakEvent {
+			l.Blocks = append(l.Blocks, layoutBlock(s))
 		}
 	}
-	r.layout = buildLayout(slots, regions)
-	r.layout.Event, r.layout.Line, r.layout.AtPeak = r.peakEvent, r.peakLine, true
-	r.peakLen = -1
+	l.Regions = r.gone.regions
+	for a, g := range r.regions {
+		if g.start <= r.peakEvent {
+			l.Regions = append(l.Regions, LayoutRegion{Addr: a, Size: g.size})
+		}
+	}
+	r.gone = peakGone{}
+	if len(l.Blocks) == 0 {
+		l.Blocks = nil
+	}
+	if len(l.Regions) == 0 {
+		l.Regions = nil
+	}
+	l.sum()
+	sortLayout(l)
+	r.layout = l
+}
+
+func layoutBlock(s *recSlot) LayoutBlock {
+	return LayoutBlock{Addr: s.block.Addr, Size: s.block.Size, Requested: s.requested, Tag: s.tag}
+}
+
+// sum adds up the layout's bytes.
+func (l *Layout) sum() {
+	for _, b := range l.Blocks {
+		l.LiveBytes += b.Requested
+		l.InUseBytes += b.Size
+	}
+	for _, g := range l.Regions {
+		l.ReservedBytes += g.Size
+	}
 }
 
 func buildLayout(slots []recSlot, regions map[uint64]recRegion) *Layout {
 	l := &Layout{}
-	for _, s := range slots {
-		if s.block.Size == 0 {
-			continue
+	for i := range slots {
+		if s := &slots[i]; s.block.Size != 0 {
+			l.Blocks = append(l.Blocks, layoutBlock(s))
 		}
-		l.Blocks = append(l.Blocks, LayoutBlock{Addr: s.block.Addr, Size: s.block.Size, Requested: s.requested, Tag: s.tag})
-		l.LiveBytes += s.requested
-		l.InUseBytes += s.block.Size
 	}
 	for a, g := range regions {
 		l.Regions = append(l.Regions, LayoutRegion{Addr: a, Size: g.size})
-		l.ReservedBytes += g.size
 	}
+	l.sum()
 	sortLayout(l)
 	return l
 }

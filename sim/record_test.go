@@ -130,8 +130,6 @@ func stateAfter(mm *Memmap, n int64) *Layout {
 // The exact memory map agrees with the timeline at every event, and the
 // layout at an event, or at the peak, is the memory map's state there.
 func TestMemmapAndLayout(t *testing.T) {
-	defer func(s int) { layoutLogSlack = s }(layoutLogSlack)
-	layoutLogSlack = 0 // fold the log into fresh copies as often as possible
 	for _, tc := range recordCases {
 		t.Run(tc.trace+"/"+tc.allocator, func(t *testing.T) {
 			evs := loadTrace(t, tc.trace)
@@ -289,8 +287,6 @@ func FuzzRecording(f *testing.F) {
 	// naive reported its extent.
 	f.Add([]byte("0001000\x81"), uint8(191))
 	f.Fuzz(func(t *testing.T, data []byte, pick uint8) {
-		defer func(s int) { layoutLogSlack = s }(layoutLogSlack)
-		layoutLogSlack = 0
 		evs := fuzzEvents(data)
 		var specs []AllocatorSpec
 		for _, name := range allocators.Names() {
