@@ -1,6 +1,9 @@
 package allocators
 
 import (
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -74,4 +77,88 @@ func TestVirtualSpaceReserveAt(t *testing.T) {
 	require.NoError(t, s.Release(VirtualBase+4096, 1024))
 	assert.EqualValues(t, 4096, s.Stats().ReservedBytes)
 	assert.EqualValues(t, 4, s.Stats().FailedReserves)
+}
+
+// TestVirtualSpaceReleaseMatchesModel reserves and releases at random,
+// sizes from a granule to several table pages, and checks every Release
+// against a plain map of the reservations: a run of whole, adjacent
+// reservations is released; anything else is refused and changes nothing.
+func TestVirtualSpaceReleaseMatchesModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	sp := NewVirtualSpace(1<<30, CostModel{}, FirstFit)
+	model := map[uint64]uint64{} // start → rounded size
+	// run reports whether [addr, end) is a run of whole, adjacent
+	// reservations.
+	run := func(addr, end uint64) bool {
+		for addr < end {
+			sz, ok := model[addr]
+			if !ok {
+				return false
+			}
+			addr += sz
+		}
+		return addr == end
+	}
+	var released, refused int
+	for range 5000 {
+		if len(model) == 0 || rng.IntN(2) == 0 {
+			n := 1 + rng.Uint64N(256)*VirtualGranule
+			if rng.IntN(10) == 0 {
+				n = 1 + rng.Uint64N(64<<10) // beyond a page of the table
+			}
+			addr, err := sp.Reserve(n)
+			require.NoError(t, err)
+			model[addr] = alignUp(n, VirtualGranule)
+			continue
+		}
+		// A live start, and an end some reservations or granules later.
+		starts := slices.Sorted(maps.Keys(model))
+		addr := starts[rng.IntN(len(starts))]
+		end := addr
+		for k := rng.IntN(3); k >= 0; k-- {
+			end += model[end] // 0 once past the run: then it stays put
+		}
+		switch rng.IntN(6) {
+		case 0:
+			end += VirtualGranule
+		case 1:
+			addr += VirtualGranule
+		case 2:
+			addr -= VirtualGranule
+		}
+		if end <= addr {
+			end = addr + VirtualGranule
+		}
+		before := sp.Stats()
+		err := sp.Release(addr, end-addr)
+		if !run(addr, end) {
+			require.ErrorIs(t, err, ErrNotLive, "[%#x, %#x)", addr, end)
+			require.Equal(t, before, sp.Stats(), "a refused release changes nothing")
+			refused++
+			continue
+		}
+		require.NoError(t, err, "[%#x, %#x)", addr, end)
+		released++
+		for a := addr; a < end; {
+			sz := model[a]
+			delete(model, a)
+			a += sz
+		}
+		var held uint64
+		for _, sz := range model {
+			held += sz
+		}
+		require.Equal(t, held, sp.Stats().ReservedBytes)
+	}
+	require.Greater(t, released, 500)
+	require.Greater(t, refused, 500)
+	require.NotEmpty(t, model)
+	for addr, sz := range model {
+		require.NoError(t, sp.Release(addr, sz))
+	}
+	assert.Zero(t, sp.Stats().ReservedBytes)
+	assert.Zero(t, len(sp.reservations.pages), "a page is dropped with its last reservation")
+	assert.ErrorIs(t, sp.Release(VirtualBase-VirtualGranule, VirtualGranule), ErrNotLive, "below the space")
+	assert.ErrorIs(t, sp.Release(VirtualBase+1, VirtualGranule), ErrNotLive, "off the granule")
+	assert.Equal(t, uint64(1<<30), sp.LargestFreeBytes(), "every release merged back")
 }
