@@ -1,6 +1,7 @@
 package allocators
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -57,5 +58,35 @@ func TestBFCHugeMemoryLimit(t *testing.T) {
 		_, err = b.Allocate(2<<30, 0)
 		assert.ErrorIs(t, err, ErrOutOfMemory)
 		assert.Equal(t, int64(MaxCapacity), b.Stats()["bytes_limit"])
+	}
+}
+
+// LargestFreeBytes, cached between changes to the top bin, is always the
+// largest free chunk a walk of the pool finds, through allocations and frees
+// of every size class, region growth and coalescing.
+func TestBFCLargestFreeBytesIsCurrent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	b := NewBFC(NewVirtualSpace(64<<30, CostModel{}, FirstFit), BFCConfig{AllowGrowth: true})
+	var live []Block
+	for step := range 20_000 {
+		if len(live) > 0 && rng.IntN(2) == 0 {
+			i := rng.IntN(len(live))
+			require.NoError(t, b.Free(live[i]))
+			live[i] = live[len(live)-1]
+			live = live[:len(live)-1]
+		} else {
+			size := uint64(1) << rng.IntN(28)
+			size += rng.Uint64N(size)
+			blk, err := b.Allocate(size, 0)
+			require.NoError(t, err)
+			live = append(live, blk)
+		}
+		var want uint64
+		b.WalkChunks(func(c Chunk) {
+			if !c.InUse {
+				want = max(want, c.Size)
+			}
+		})
+		require.Equal(t, want, b.LargestFreeBytes(), "after step %d", step)
 	}
 }

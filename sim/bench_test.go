@@ -114,7 +114,7 @@ func BenchmarkReplayFile(b *testing.B) {
 	evs := loadTrace(b, path)
 	for _, name := range names {
 		for _, record := range []bool{false, true} {
-			label := name
+			label := name + "/plain"
 			var rc *RecordConfig
 			if record {
 				label, rc = name+"/record", &RecordConfig{}
