@@ -208,11 +208,11 @@ type BFC struct {
 	chunks      []bfcChunk
 	freeHandles []int32
 	bins        [bfcNumBins]*btree.BTreeG[bfcKey]
-	nonEmpty    uint32      // bit b set when bins[b] holds a chunk
+	nonEmpty    uint32 // bit b set when bins[b] holds a chunk
 	// largest caches LargestFreeBytes until a chunk enters or leaves the
 	// top non-empty bin, the only one it can come from; 0: not known.
 	largest uint64
-	regions     []bfcRegion // sorted by address
+	regions []bfcRegion // sorted by address
 
 	currRegionBytes  uint64
 	startedBackpedal bool
