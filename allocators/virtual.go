@@ -202,13 +202,14 @@ func (s *VirtualSpace) LargestFreeBytes() uint64 {
 // so the table keeps them close in memory too: the sizes of
 // reservationPageGranules consecutive granules share a page, and pages are
 // found through a map (few entries, and the last page used is remembered).
-// A page is dropped when its last reservation is released, so the table
-// holds at most one page per live reservation.
+// A page is dropped when its last reservation is released, and kept for
+// reuse, so the table holds at most one page per reservation live at its
+// peak, and a replay allocates its pages once.
 type reservationTable struct {
 	pages    map[uint64]*reservationPage // by offset / (granule * page granules)
 	lastKey  uint64
-	lastPage *reservationPage // the page of lastKey, or nil
-	spare    *reservationPage // a dropped page, for the next new one
+	lastPage *reservationPage   // the page of lastKey, or nil
+	spare    []*reservationPage // dropped pages, for new ones
 }
 
 // reservationPageGranules is the granules a reservation page covers: 64
@@ -250,8 +251,9 @@ func (t *reservationTable) put(off, size uint64) {
 	p, i := t.page(off)
 	if p == nil {
 		key := off / VirtualGranule / reservationPageGranules
-		p, t.spare = t.spare, nil
-		if p == nil {
+		if k := len(t.spare); k > 0 {
+			p, t.spare = t.spare[k-1], t.spare[:k-1]
+		} else {
 			p = new(reservationPage)
 		}
 		if t.pages == nil {
@@ -271,7 +273,7 @@ func (t *reservationTable) remove(off uint64) uint64 {
 	p.size[i] = 0
 	if p.n--; p.n == 0 {
 		delete(t.pages, t.lastKey)
-		t.lastPage, t.spare = nil, p
+		t.lastPage, t.spare = nil, append(t.spare, p)
 	}
 	return size
 }
