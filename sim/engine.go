@@ -28,6 +28,14 @@ type Source interface {
 	Err() error
 }
 
+// BatchSource is a Source that can also hand over events in bulk, as
+// *trace.Reader can: NextBatch appends events up to dst's capacity, fewer
+// only at the end (then Err tells why).
+type BatchSource interface {
+	Source
+	NextBatch(dst []trace.Event) []trace.Event
+}
+
 // AllocatorSpec names an allocator and its options.
 type AllocatorSpec struct {
 	Name    string
@@ -172,12 +180,17 @@ func Replay(ctx context.Context, src Source, cfg Config) ([]Result, error) {
 			break
 		}
 		b.events, b.first = b.events[:0], index
-		for len(b.events) < batchEvents {
-			if !src.Next() {
-				more = false
-				break
+		if bs, ok := src.(BatchSource); ok {
+			b.events = bs.NextBatch(b.events)
+			more = len(b.events) == cap(b.events)
+		} else {
+			for len(b.events) < batchEvents {
+				if !src.Next() {
+					more = false
+					break
+				}
+				b.events = append(b.events, src.Event())
 			}
-			b.events = append(b.events, src.Event())
 		}
 		index += int64(len(b.events))
 		b.refs.Store(int32(len(runners)))

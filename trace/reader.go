@@ -149,7 +149,12 @@ func (r *Reader) Header() Header { return r.header }
 func (r *Reader) Next() bool {
 	for r.err == nil {
 		if r.pipe != nil {
-			return r.nextDecoded()
+			ev := r.nextDecoded()
+			if ev == nil {
+				return false
+			}
+			r.ev = *ev
+			return true
 		}
 		if r.lineNo >= r.pipeAfter && r.pending == nil {
 			r.pipe = startPipeline(r.in, r.lineNo+1, r.name)
@@ -179,13 +184,15 @@ func (r *Reader) Next() bool {
 	return false
 }
 
-// nextDecoded is Next once the pipeline decodes the lines.
-func (r *Reader) nextDecoded() bool {
+// nextDecoded is Next once the pipeline decodes the lines: it returns the
+// next valid event, in the chunk being checked (valid until the next call),
+// or nil at the end or on an error.
+func (r *Reader) nextDecoded() *Event {
 	for r.err == nil {
 		c := r.chunk
 		if c == nil {
 			if c = r.pipe.next(); c == nil {
-				return false // stopped by Close
+				return nil // stopped by Close
 			}
 			r.chunk, r.at, r.badAt = c, 0, 0
 		}
@@ -198,10 +205,10 @@ func (r *Reader) nextDecoded() bool {
 				continue
 			case err == io.EOF:
 				r.pipe.stop()
-				return false
+				return nil
 			default:
 				r.err = err
-				return false
+				return nil
 			}
 		}
 		ev := &c.events[r.at]
@@ -219,14 +226,35 @@ func (r *Reader) nextDecoded() bool {
 		}
 		if msg != "" {
 			if r.invalid(msg, ev.Line) {
-				return false
+				return nil
 			}
 			continue
 		}
-		r.ev = *ev
-		return true
+		return ev
 	}
-	return false
+	return nil
+}
+
+// NextBatch appends the next valid events to dst, up to its capacity, and
+// returns it: Next and Event for many events at once, copying each event
+// once. It returns fewer only at the end of the trace or at an error; Err
+// tells which.
+func (r *Reader) NextBatch(dst []Event) []Event {
+	for len(dst) < cap(dst) && r.err == nil {
+		if r.pipe != nil {
+			ev := r.nextDecoded()
+			if ev == nil {
+				break
+			}
+			dst = append(dst, *ev)
+			continue
+		}
+		if !r.Next() {
+			break
+		}
+		dst = append(dst, r.ev)
+	}
+	return dst
 }
 
 // prefetchAhead is how many events the Reader touches the live set for at

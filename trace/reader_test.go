@@ -14,10 +14,10 @@ import (
 )
 
 // readAll reads every event of text, returning them and the Reader's error.
-// It reads text three times: alone, and with the lines decoded in parallel
-// from the first line and from the second (pipeline.go), and fails unless
-// all three agree on every event, the error, the summary and the skipped
-// lines.
+// It reads text several times: alone, and with the lines decoded in
+// parallel from the first line and from the second (pipeline.go), each
+// event by itself and in batches (NextBatch), and fails unless all agree on
+// every event, the error, the summary and the skipped lines.
 func readAll(t *testing.T, text string, opts ...ReaderOption) ([]Event, *Reader, error) {
 	t.Helper()
 	evs, r, err := readWith(t, text, math.MaxInt64, opts...)
@@ -30,7 +30,37 @@ func readAll(t *testing.T, text string, opts ...ReaderOption) ([]Event, *Reader,
 			require.Equal(t, r.SkippedErrors(), pr.SkippedErrors(), "skipped lines decoding in parallel after line %d", start)
 		}
 	}
+	for _, start := range []int64{0, math.MaxInt64} {
+		bevs, br, berr := readBatches(t, text, start, opts...)
+		require.Equal(t, evs, bevs, "events read in batches, pipeline after line %d", start)
+		require.Equal(t, err, berr, "error reading in batches, pipeline after line %d", start)
+		if r != nil {
+			require.Equal(t, r.Summary(), br.Summary(), "summary reading in batches, pipeline after line %d", start)
+		}
+	}
 	return evs, r, err
+}
+
+// readBatches is readWith with NextBatch, five events at a time.
+func readBatches(t *testing.T, text string, start int64, opts ...ReaderOption) ([]Event, *Reader, error) {
+	t.Helper()
+	defer func(old int64) { pipelineStartLines = old }(pipelineStartLines)
+	pipelineStartLines = start
+	r, err := NewReader(strings.NewReader(text), "t.jsonl", opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer r.Close()
+	var evs []Event
+	for {
+		b := r.NextBatch(make([]Event, 0, 5))
+		evs = append(evs, b...)
+		if len(b) < 5 {
+			break
+		}
+	}
+	require.False(t, r.Next(), "Next after a short batch")
+	return evs, r, r.Err()
 }
 
 // readWith is readAll with the pipeline started after line start.

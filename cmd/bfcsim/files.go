@@ -326,6 +326,15 @@ type progressSource struct {
 	n int64
 }
 
+// NextBatch is Next for many events at once (sim.BatchSource).
+func (s *progressSource) NextBatch(dst []trace.Event) []trace.Event {
+	k := len(dst)
+	dst = s.openedTrace.NextBatch(dst)
+	s.n += int64(len(dst) - k)
+	s.p.events.Store(s.n)
+	return dst
+}
+
 func (s *progressSource) Next() bool {
 	ok := s.openedTrace.Next()
 	if s.n++; s.n%progressEvery == 0 || !ok {

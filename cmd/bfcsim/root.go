@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -83,7 +85,44 @@ Exit codes: 0 success, 1 a comparison failed, 2 bad usage or bad input.`,
 		newRecordCmd(e),
 		newVersionCmd(),
 	)
+	addProfileFlag(root)
 	return root
+}
+
+// addProfileFlag gives every command --cpuprofile, which writes a Go CPU
+// profile of the run (go tool pprof reads it): where a replay spends its
+// time, for a model's author or a slow trace's report.
+func addProfileFlag(root *cobra.Command) {
+	var path string
+	var f *os.File
+	root.PersistentFlags().StringVar(&path, "cpuprofile", "", "write a CPU profile of the run to this file (see go tool pprof)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if path == "" {
+			return nil
+		}
+		var err error
+		if f, err = os.Create(path); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			f = nil
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		return nil
+	}
+	root.PersistentPostRunE = func(*cobra.Command, []string) error {
+		if f == nil {
+			return nil
+		}
+		pprof.StopCPUProfile()
+		err := f.Close()
+		f = nil
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		return nil
+	}
 }
 
 func newVersionCmd() *cobra.Command {

@@ -361,6 +361,15 @@ func (s *Stream) Next() bool {
 	return ok
 }
 
+// NextBatch is trace.Reader.NextBatch, noting the end as Next does.
+func (s *Stream) NextBatch(dst []trace.Event) []trace.Event {
+	dst = s.Reader.NextBatch(dst)
+	if len(dst) < cap(dst) { // fewer than asked: the end, or an error
+		s.ended = true
+	}
+	return dst
+}
+
 // Stats returns what the importer reported of a converted recording
 // (pytorch.Stats, mtrace.Stats or malloclab.Stats) once the stream has been
 // read to its end without an error, else nil.
