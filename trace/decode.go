@@ -82,6 +82,10 @@ type decoder struct {
 // everything that can be checked from the line alone. It returns the reason
 // the line is invalid, or "".
 func (d *decoder) decodeEvent(ev *Event, line []byte, lineNo int64) string {
+	if d.decodeCanonical(ev, line) {
+		ev.Line = lineNo
+		return ""
+	}
 	ev.Line = lineNo
 	msg, ok := d.scanEvent(ev, line)
 	if !ok {

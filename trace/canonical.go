@@ -1,0 +1,140 @@
+package trace
+
+import "bytes"
+
+// Most lines of a large trace are allocs and frees exactly as Writer (and so
+// every importer and generator) writes them:
+//
+//	{"op":"alloc","id":7,"size":4096,"t":12,"stream":0,"tag":"matmul","addr":140737488355328}
+//	{"op":"free","id":7,"t":30}
+//
+// decodeCanonical reads those lines in one pass with no key lookups; any
+// other line, or one with a field it does not know, an escape, a non-ASCII
+// byte, a space or an unusual number, it leaves to scanEvent, which gives
+// the same event for every line decodeCanonical accepts (FuzzCanonical).
+
+var (
+	canonAlloc = []byte(`{"op":"alloc","id":`)
+	canonFree  = []byte(`{"op":"free","id":`)
+	canonSize  = []byte(`,"size":`)
+	canonTag   = []byte(`,"tag":"`)
+	canonAddr  = []byte(`,"addr":`)
+	canonT     = []byte(`,"t":`)
+	canonStrm  = []byte(`,"stream":`)
+)
+
+// decodeCanonical decodes line into *ev (which must be zero) if it is a
+// canonical alloc or free, and reports whether it was; it leaves *ev zero
+// if not. It accepts only valid lines.
+func (d *decoder) decodeCanonical(ev *Event, line []byte) bool {
+	if !d.canonical(ev, line) {
+		*ev = Event{}
+		return false
+	}
+	return true
+}
+
+func (d *decoder) canonical(ev *Event, line []byte) bool {
+	switch {
+	case bytes.HasPrefix(line, canonAlloc):
+		i := len(canonAlloc)
+		id, i, ok := canonUint(line, i)
+		if !ok || !bytes.HasPrefix(line[i:], canonSize) {
+			return false
+		}
+		size, i, ok := canonUint(line, i+len(canonSize))
+		if !ok {
+			return false
+		}
+		if i, ok = canonTimeStream(ev, line, i); !ok {
+			return false
+		}
+		if bytes.HasPrefix(line[i:], canonTag) {
+			i += len(canonTag)
+			start := i
+			for i < len(line) {
+				c := line[i]
+				if c == '"' {
+					break
+				}
+				if c < 0x20 || c == '\\' || c >= 0x80 {
+					return false
+				}
+				i++
+			}
+			if i == len(line) {
+				return false
+			}
+			ev.Tag = d.intern(line[start:i])
+			i++
+		}
+		if bytes.HasPrefix(line[i:], canonAddr) {
+			var addr uint64
+			if addr, i, ok = canonUint(line, i+len(canonAddr)); !ok {
+				return false
+			}
+			ev.Addr = addr
+			ev.Flags |= HasAddr
+		}
+		if i != len(line)-1 || line[i] != '}' {
+			return false
+		}
+		ev.Op, ev.ID, ev.Size = OpAlloc, id, size
+		return true
+	case bytes.HasPrefix(line, canonFree):
+		id, i, ok := canonUint(line, len(canonFree))
+		if !ok {
+			return false
+		}
+		if i, ok = canonTimeStream(ev, line, i); !ok {
+			return false
+		}
+		if i != len(line)-1 || line[i] != '}' {
+			return false
+		}
+		ev.Op, ev.ID = OpFree, id
+		return true
+	}
+	return false
+}
+
+// canonTimeStream reads the optional t (a whole number below 2^53, which a
+// float64 holds exactly) and stream (not negative) at line[i:] into ev, and
+// returns the index after them. It leaves ev zero when it fails.
+func canonTimeStream(ev *Event, line []byte, i int) (int, bool) {
+	if bytes.HasPrefix(line[i:], canonT) {
+		t, j, ok := canonUint(line, i+len(canonT))
+		if !ok || t >= maxExactFloat {
+			return i, false
+		}
+		ev.T, ev.Flags, i = float64(t), ev.Flags|HasT, j
+	}
+	if bytes.HasPrefix(line[i:], canonStrm) {
+		st, j, ok := canonUint(line, i+len(canonStrm))
+		if !ok {
+			return i, false
+		}
+		ev.Stream, ev.Flags, i = int64(st), ev.Flags|HasStream, j
+	}
+	return i, true
+}
+
+// canonUint reads the integer at line[i:] as Writer writes one: 1 to 18
+// digits with no leading zero, or 0, so below 2^63 without a check. It
+// returns the value and the index after it.
+func canonUint(line []byte, i int) (uint64, int, bool) {
+	var v uint64
+	j := i
+	for j < len(line) && j-i < 18 {
+		c := line[j] - '0'
+		if c > 9 {
+			break
+		}
+		v = v*10 + uint64(c)
+		j++
+	}
+	if j == i || (line[i] == '0' && j > i+1) || (j < len(line) && line[j]-'0' <= 9) {
+		return 0, i, false
+	}
+	return v, j, true
+}

@@ -1,0 +1,89 @@
+package trace
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// checkCanonical fails if decodeCanonical accepts line and the general
+// decoder reads it differently; it returns whether it was accepted.
+func checkCanonical(t *testing.T, line []byte) bool {
+	t.Helper()
+	d := decoder{tags: map[string]string{}}
+	var fast Event
+	if !d.decodeCanonical(&fast, line) {
+		require.Equal(t, Event{}, fast, "a refused line leaves the event zero: %q", line)
+		return false
+	}
+	var want Event
+	msg, ok := d.scanEvent(&want, line)
+	require.True(t, ok, "accepted %q, which is not JSON", line)
+	require.Empty(t, msg, "accepted the invalid line %q", line)
+	require.Equal(t, want, fast, "line %q", line)
+	return true
+}
+
+// The lines Writer writes for allocs and frees take the fast path, and
+// decode as the general decoder decodes them; lines it must refuse do not.
+func TestCanonicalLines(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 10_000 {
+		ev := Event{Op: OpAlloc, ID: rng.Uint64N(maxID), Size: rng.Uint64N(1 << uint(rng.IntN(63)))}
+		if rng.IntN(2) == 0 {
+			ev.Tag = strings.Repeat("ab_", rng.IntN(5))
+		}
+		if rng.IntN(2) == 0 {
+			ev.Addr, ev.Flags = rng.Uint64(), HasAddr
+		}
+		if rng.IntN(3) == 0 {
+			ev = Event{Op: OpFree, ID: rng.Uint64N(maxID)}
+		}
+		if rng.IntN(2) == 0 {
+			ev.T, ev.Flags = float64(rng.Uint64N(1<<53)), ev.Flags|HasT
+		}
+		if rng.IntN(2) == 0 {
+			ev.Stream, ev.Flags = rng.Int64N(1<<20), ev.Flags|HasStream
+		}
+		line := AppendEvent(nil, ev)
+		// 19-digit numbers are left to the general decoder.
+		long := ev.ID >= 1e18 || ev.Size >= 1e18 || ev.Addr >= 1e18 || ev.T >= 1e18
+		require.Equal(t, !long, checkCanonical(t, line), "line %q", line)
+	}
+	for _, line := range []string{
+		`{"op":"alloc","id":1,"size":2,"tag":"a\"b"}`,
+		`{"op":"alloc","id":1,"size":2,"tag":"é"}`,
+		`{"op":"alloc","id":01,"size":2}`,
+		`{"op":"alloc","id":1,"size":2.0}`,
+		`{"op":"alloc","id":1,"size":2,"align":64}`,
+		`{"op":"alloc","id":1,"size":2,"addr":3,"block":4}`,
+		`{"op":"alloc","id":1,"size":2} `,
+		`{"op":"alloc","id":1,"size":2,"addr":-3}`,
+		`{"op":"alloc","id":1,"size":2,"tag":"x"`,
+		`{"op":"alloc","id":9999999999999999999,"size":2}`,
+		`{"op":"free","id":1,"t":3.5}`,
+		`{"op":"free","id":1,"t":9007199254740992}`,
+		`{"op":"free","id":1,"stream":-1}`,
+		`{"op":"free","id":1,"stream":1,"t":3}`,
+		`{"op":"free","id":}`,
+	} {
+		require.False(t, checkCanonical(t, []byte(line)), "line %q", line)
+	}
+}
+
+// Whatever decodeCanonical accepts, the general decoder decodes the same.
+func FuzzCanonical(f *testing.F) {
+	for _, s := range []string{
+		`{"op":"alloc","id":7,"size":4096,"tag":"matmul","addr":140737488355328}`,
+		`{"op":"free","id":7}`,
+		`{"op":"alloc","id":0,"size":0}`,
+		`{"op":"alloc","id":1,"size":2,"addr":3}`,
+		`{"op":"alloc","id":1,"size":2,"t":5,"stream":7,"tag":"x"}`,
+		`{"op":"free","id":1,"t":3,"stream":2}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) { checkCanonical(t, line) })
+}
