@@ -1,5 +1,7 @@
 package sim
 
+import "math/bits"
+
 // areaGrid accumulates rectangles of address × time into a fixed number of
 // cells, for memory maps too large to keep block by block. Each cell holds
 // the area (bytes × events) rectangles covered in it, in two layers (blocks
@@ -45,7 +47,8 @@ func (g *areaGrid) add(layer int, addr, size uint64, t0, t1 int64) {
 		g.mergeCols()
 	}
 	w := g.width
-	c0, c1 := t0/w, (t1-1)/w
+	ws := bits.TrailingZeros64(uint64(w)) // w is a power of two: shift, not divide
+	c0, c1 := t0>>ws, (t1-1)>>ws
 	r0 := g.row(addr)
 	r1 := g.row(addr + size - 1)
 	area, rate := g.area[layer], g.rate[layer]
@@ -68,7 +71,7 @@ func (g *areaGrid) add(layer int, addr, size uint64, t0, t1 int64) {
 }
 
 func (g *areaGrid) row(addr uint64) int {
-	return min(int((addr-g.lo)/g.rowBytes), g.rows-1)
+	return min(int((addr-g.lo)>>bits.TrailingZeros64(g.rowBytes)), g.rows-1) // rowBytes is a power of two
 }
 
 func (g *areaGrid) span() uint64 { return uint64(g.rows) * g.rowBytes }

@@ -138,11 +138,14 @@ type Mark struct {
 
 // add records the state after event i; events arrive in order.
 func (t *Timeline) add(i int64, bound int, live, inUse, reserved uint64, frag float64, failed bool) {
-	for i/t.Width >= int64(bound) {
-		t.halve()
-	}
-	if k := i / t.Width; k == int64(len(t.Points)) {
-		t.Points = append(t.Points, TimelinePoint{Event: k * t.Width})
+	if n := len(t.Points); n == 0 || i >= t.Points[n-1].Event+t.Width {
+		// Past the last point: a new one, after merging if need be.
+		for i/t.Width >= int64(bound) {
+			t.halve()
+		}
+		if k := i / t.Width; k == int64(len(t.Points)) {
+			t.Points = append(t.Points, TimelinePoint{Event: k * t.Width})
+		}
 	}
 	p := &t.Points[len(t.Points)-1]
 	p.Events++
@@ -287,13 +290,14 @@ type peakGone struct {
 	regions []LayoutRegion
 }
 
+// recSlot is the block a trace slot holds: 64 bytes, one cache line.
 type recSlot struct {
-	block     allocators.Block // Size 0: no block
-	requested uint64
-	start     int64
-	tag       string
-	id        uint64
-	line      int64 // the alloc's line
+	addr, size uint64 // size 0: no block
+	requested  uint64
+	start      int64
+	tag        string
+	id         uint64
+	line       int64 // the alloc's line
 }
 
 type recRegion struct {
@@ -316,19 +320,18 @@ func (r *recorder) alloc(slot uint32, b allocators.Block, requested uint64, tag 
 	if int(slot) >= len(r.slots) {
 		r.slots = append(r.slots, make([]recSlot, int(slot)+1-len(r.slots))...)
 	}
-	s := recSlot{block: b, requested: requested, start: r.now, tag: tag, id: id, line: line}
-	r.slots[slot] = s
+	r.slots[slot] = recSlot{addr: b.Addr, size: b.Size, requested: requested, start: r.now, tag: tag, id: id, line: line}
 	r.mm.BlockCount++
 	r.touchRange(b.Addr, b.Size)
 }
 
 func (r *recorder) free(slot uint32, line int64) {
-	s := r.slots[slot]
-	r.slots[slot] = recSlot{}
+	s := &r.slots[slot]
 	r.paintBlock(s, r.now, line)
 	if r.hasPeak && s.start <= r.peakEvent {
-		r.gone.blocks = append(r.gone.blocks, layoutBlock(&s))
+		r.gone.blocks = append(r.gone.blocks, layoutBlock(s))
 	}
+	*s = recSlot{}
 }
 
 func (r *recorder) reserve(addr, n uint64) {
@@ -402,7 +405,7 @@ func (r *recorder) buildPeak() {
 	l := &Layout{Event: r.peakEvent, Line: r.peakLine, AtPeak: true}
 	l.Blocks = r.gone.blocks
 	for i := range r.slots {
-		if s := &r.slots[i]; s.block.Size != 0 && s.start <= r.peakEvent {
+		if s := &r.slots[i]; s.size != 0 && s.start <= r.peakEvent {
 			l.Blocks = append(l.Blocks, layoutBlock(s))
 		}
 	}
@@ -425,7 +428,7 @@ func (r *recorder) buildPeak() {
 }
 
 func layoutBlock(s *recSlot) LayoutBlock {
-	return LayoutBlock{Addr: s.block.Addr, Size: s.block.Size, Requested: s.requested, Tag: s.tag}
+	return LayoutBlock{Addr: s.addr, Size: s.size, Requested: s.requested, Tag: s.tag}
 }
 
 // sum adds up the layout's bytes.
@@ -442,7 +445,7 @@ func (l *Layout) sum() {
 func buildLayout(slots []recSlot, regions map[uint64]recRegion) *Layout {
 	l := &Layout{}
 	for i := range slots {
-		if s := &slots[i]; s.block.Size != 0 {
+		if s := &slots[i]; s.size != 0 {
 			l.Blocks = append(l.Blocks, layoutBlock(s))
 		}
 	}
@@ -454,9 +457,52 @@ func buildLayout(slots []recSlot, regions map[uint64]recRegion) *Layout {
 	return l
 }
 
+// sortLayout puts the blocks and the regions in address order. Live blocks
+// never share an address, nor do regions, so the order is the one any sort
+// gives; a radix sort gives it in linear time, which matters at a peak of
+// hundreds of thousands of blocks.
 func sortLayout(l *Layout) {
-	slices.SortFunc(l.Blocks, func(a, b LayoutBlock) int { return cmp.Compare(a.Addr, b.Addr) })
-	slices.SortFunc(l.Regions, func(a, b LayoutRegion) int { return cmp.Compare(a.Addr, b.Addr) })
+	sortByAddr(l.Blocks, func(b *LayoutBlock) uint64 { return b.Addr })
+	sortByAddr(l.Regions, func(g *LayoutRegion) uint64 { return g.Addr })
+}
+
+// sortByAddr sorts s by addr, stably: a least-significant-digit radix sort
+// by bytes, skipping the bytes every key shares (the high bytes of
+// addresses within one space).
+func sortByAddr[T any](s []T, addr func(*T) uint64) {
+	if len(s) < 64 {
+		slices.SortStableFunc(s, func(a, b T) int { return cmp.Compare(addr(&a), addr(&b)) })
+		return
+	}
+	var count [8][256]int
+	for i := range s {
+		k := addr(&s[i])
+		for d := range count {
+			count[d][byte(k>>(8*d))]++
+		}
+	}
+	first := addr(&s[0])
+	src, dst := s, make([]T, len(s))
+	for d := range count {
+		c := &count[d]
+		if c[byte(first>>(8*d))] == len(s) {
+			continue // every key has this byte
+		}
+		at := 0
+		for b, n := range c {
+			c[b] = at
+			at += n
+		}
+		for i := range src {
+			b := byte(addr(&src[i]) >> (8 * d))
+			dst[c[b]] = src[i]
+			c[b]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &s[0] {
+		copy(s, src)
+	}
 }
 
 // touchRange widens the memory map's address bounds to [addr, addr+n).
@@ -469,15 +515,21 @@ func (r *recorder) touchRange(addr, n uint64) {
 	r.mm.Hi = max(r.mm.Hi, addr+n)
 }
 
-func (r *recorder) paintBlock(s recSlot, end, endLine int64) {
+func (r *recorder) paintBlock(s *recSlot, end, endLine int64) {
 	if end <= s.start {
 		end = s.start + 1 // allocated and freed by one event: draw it one event wide
 	}
 	if r.mm.Exact && len(r.mm.Blocks) >= r.cfg.Blocks {
 		r.toRaster()
 	}
+	if !r.mm.Exact {
+		r.grid.add(0, s.addr, s.size, s.start, end)
+		if !r.large.takes(s.size, s.start, s.addr) {
+			return
+		}
+	}
 	m := MemBlock{
-		Addr: s.block.Addr, Size: s.block.Size, Requested: s.requested,
+		Addr: s.addr, Size: s.size, Requested: s.requested,
 		Start: s.start, End: end, Tag: s.tag,
 		ID: s.id, StartLine: s.line, EndLine: endLine,
 	}
@@ -485,7 +537,6 @@ func (r *recorder) paintBlock(s recSlot, end, endLine int64) {
 		r.mm.Blocks = append(r.mm.Blocks, m)
 		return
 	}
-	r.grid.add(0, s.block.Addr, s.block.Size, s.start, end)
 	r.large.offer(m)
 }
 
@@ -504,6 +555,18 @@ func smaller(a, b MemBlock) bool {
 		return a.Start > b.Start // the later start counts as smaller
 	}
 	return a.Addr > b.Addr
+}
+
+// takes says whether offer would keep a block of size bytes, from the
+// event start, at addr: smaller reports it as it would the whole block.
+func (l *largeBlocks) takes(size uint64, start int64, addr uint64) bool {
+	if l.n <= 0 {
+		return false
+	}
+	if len(l.h) < l.n {
+		return true
+	}
+	return smaller(l.h[0], MemBlock{Size: size, Start: start, Addr: addr})
 }
 
 func (l *largeBlocks) offer(m MemBlock) {
@@ -585,8 +648,8 @@ func (r *recorder) finish(events int64) (*Timeline, *Memmap, *Layout) {
 		r.buildPeak()
 	}
 	r.mm.Events = events
-	for _, s := range r.slots {
-		if s.block.Size != 0 {
+	for i := range r.slots {
+		if s := &r.slots[i]; s.size != 0 {
 			r.paintBlock(s, events, 0)
 		}
 	}

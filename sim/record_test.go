@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -373,6 +375,24 @@ func TestMemmapKeepsLargestBlocks(t *testing.T) {
 		assert.Equal(t, byKey[[2]int64{b.Start, int64(b.Addr)}], b, "kept whole, as the exact map has it")
 		if i > 0 {
 			assert.LessOrEqual(t, mm.Large[i-1].Start, b.Start, "by start event")
+		}
+	}
+}
+
+// sortByAddr orders as a comparison sort does, on keys that differ in any
+// of their bytes or share most of them, long and short.
+func TestSortByAddr(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, 5, 63, 64, 65, 1000, 100000} {
+		for _, mask := range []uint64{math.MaxUint64, 0xff_ffff_ff00, 1 << 40, 0} {
+			keys := make([]LayoutRegion, n)
+			for i := range keys {
+				keys[i] = LayoutRegion{Addr: 1<<40 | rng.Uint64()&mask, Size: uint64(i)}
+			}
+			want := slices.Clone(keys)
+			slices.SortStableFunc(want, func(a, b LayoutRegion) int { return cmp.Compare(a.Addr, b.Addr) })
+			sortByAddr(keys, func(g *LayoutRegion) uint64 { return g.Addr })
+			require.Equal(t, want, keys, "n=%d mask=%#x", n, mask)
 		}
 	}
 }
