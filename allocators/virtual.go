@@ -202,11 +202,16 @@ func (s *VirtualSpace) LargestFreeBytes() uint64 {
 // so the table keeps them close in memory too: the sizes of
 // reservationPageGranules consecutive granules share a page, and pages are
 // found through a map (few entries, and the last page used is remembered).
-// A page is dropped when its last reservation is released, and kept for
-// reuse, so the table holds at most one page per reservation live at its
-// peak, and a replay allocates its pages once.
+//
+// A page whose last reservation is released stays in the map, since first
+// fit soon places another there, until the empty pages outnumber
+// reservationSlackPages and half the map: then they are all dropped, at a
+// cost the releases since the last sweep have paid for, and kept on a list
+// for reuse. The table so holds at most about two pages per live
+// reservation, and a replay allocates its pages once.
 type reservationTable struct {
 	pages    map[uint64]*reservationPage // by offset / (granule * page granules)
+	empty    int                         // pages in the map that hold no reservation
 	lastKey  uint64
 	lastPage *reservationPage   // the page of lastKey, or nil
 	spare    []*reservationPage // dropped pages, for new ones
@@ -215,6 +220,10 @@ type reservationTable struct {
 // reservationPageGranules is the granules a reservation page covers: 64
 // sizes of 8 bytes, 512 bytes, for 16 KiB of the space.
 const reservationPageGranules = 64
+
+// reservationSlackPages is how many empty pages the map keeps whatever its
+// size: 32 KiB, so that a small trace never sweeps.
+const reservationSlackPages = 64
 
 type reservationPage struct {
 	size [reservationPageGranules]uint64 // 0: no reservation starts here
@@ -249,7 +258,8 @@ func (t *reservationTable) get(off uint64) uint64 {
 // put records a reservation of size bytes (> 0) at off, where none starts.
 func (t *reservationTable) put(off, size uint64) {
 	p, i := t.page(off)
-	if p == nil {
+	switch {
+	case p == nil:
 		key := off / VirtualGranule / reservationPageGranules
 		if k := len(t.spare); k > 0 {
 			p, t.spare = t.spare[k-1], t.spare[:k-1]
@@ -261,19 +271,34 @@ func (t *reservationTable) put(off, size uint64) {
 		}
 		t.pages[key] = p
 		t.lastKey, t.lastPage = key, p
+	case p.n == 0:
+		t.empty--
 	}
 	p.size[i] = size
 	p.n++
 }
 
-// remove forgets the reservation at off and returns its size.
+// remove forgets the reservation at off, which must be recorded, and
+// returns its size.
 func (t *reservationTable) remove(off uint64) uint64 {
 	p, i := t.page(off)
 	size := p.size[i]
 	p.size[i] = 0
 	if p.n--; p.n == 0 {
-		delete(t.pages, t.lastKey)
-		t.lastPage, t.spare = nil, append(t.spare, p)
+		if t.empty++; t.empty > reservationSlackPages+len(t.pages)/2 {
+			t.sweep()
+		}
 	}
 	return size
+}
+
+// sweep drops the empty pages from the map, onto the spare list.
+func (t *reservationTable) sweep() {
+	for key, p := range t.pages {
+		if p.n == 0 {
+			delete(t.pages, key)
+			t.spare = append(t.spare, p)
+		}
+	}
+	t.empty, t.lastPage = 0, nil
 }

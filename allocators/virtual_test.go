@@ -157,8 +157,40 @@ func TestVirtualSpaceReleaseMatchesModel(t *testing.T) {
 		require.NoError(t, sp.Release(addr, sz))
 	}
 	assert.Zero(t, sp.Stats().ReservedBytes)
-	assert.Zero(t, len(sp.reservations.pages), "a page is dropped with its last reservation")
+	assert.LessOrEqual(t, len(sp.reservations.pages), 2*reservationSlackPages, "empty pages are dropped")
 	assert.ErrorIs(t, sp.Release(VirtualBase-VirtualGranule, VirtualGranule), ErrNotLive, "below the space")
 	assert.ErrorIs(t, sp.Release(VirtualBase+1, VirtualGranule), ErrNotLive, "off the granule")
 	assert.Equal(t, uint64(1<<30), sp.LargestFreeBytes(), "every release merged back")
+}
+
+// TestReservationTableSweepsEmptyPages: pages left empty stay for reuse
+// until they outnumber the slack and half the table, and a swept page is
+// reused rather than allocated again.
+func TestReservationTableSweepsEmptyPages(t *testing.T) {
+	const pageBytes = reservationPageGranules * VirtualGranule
+	var tb reservationTable
+	const n = 1000
+	for i := range uint64(n) {
+		tb.put(i*pageBytes, pageBytes) // a page each
+	}
+	require.Len(t, tb.pages, n)
+	for i := range uint64(n) {
+		require.Equal(t, uint64(pageBytes), tb.remove(i*pageBytes))
+		empty := 0
+		for _, p := range tb.pages {
+			if p.n == 0 {
+				empty++
+			}
+		}
+		require.Equal(t, empty, tb.empty)
+		require.LessOrEqual(t, empty, reservationSlackPages+len(tb.pages)/2+1)
+	}
+	assert.LessOrEqual(t, len(tb.pages), 2*reservationSlackPages)
+	assert.NotEmpty(t, tb.spare, "swept pages wait for reuse")
+	spare := len(tb.spare)
+	tb.put(5*n*pageBytes, VirtualGranule)
+	assert.Len(t, tb.spare, spare-1, "a new page comes from the spares")
+	assert.Equal(t, uint64(VirtualGranule), tb.get(5*n*pageBytes))
+	assert.Zero(t, tb.get(5*n*pageBytes+VirtualGranule))
+	assert.Zero(t, tb.get(5*n*pageBytes+1), "off the granule")
 }
