@@ -27,7 +27,8 @@ package allocators
 
 // Naive implements Allocator by reserving every block from the space.
 type Naive struct {
-	space Space
+	space   Space
+	granule uint64 // space.Granule(), asked once: it never changes
 	tfCounters
 }
 
@@ -39,11 +40,11 @@ var (
 )
 
 // NewNaive returns a Naive allocator over sp.
-func NewNaive(sp Space) *Naive { return &Naive{space: sp} }
+func NewNaive(sp Space) *Naive { return &Naive{space: sp, granule: sp.Granule()} }
 
 // Allocate reserves one block for this request.
 func (a *Naive) Allocate(size, align uint64) (Block, error) {
-	g := a.space.Granule()
+	g := a.granule
 	n := alignUp(size, g)
 	if align > g {
 		n += align - g
