@@ -215,9 +215,11 @@ type runner struct {
 	fragSamples         int64
 	allocHist, freeHist histogram
 	busy                time.Duration
-	// Calls are timed one in sampleEvery, counted per kind.
+	// Calls are timed one in sampleEvery: the first, then each time the
+	// countdown of its kind reaches zero (a division per call would cost
+	// more than the counting).
 	sampleEvery           uint64
-	allocCalls, freeCalls uint64
+	allocUntil, freeUntil uint64
 
 	// A peak snapshot is taken lazily: when bytes in use reach a new peak
 	// the allocation is remembered, and the pool is described just before
@@ -429,8 +431,11 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 	if r.peakPending && (r.largest == nil || r.largest.LargestFreeBytes() < ev.Size) {
 		r.takePeakSnapshot() // the pool may grow, or be collected, to serve it
 	}
-	timed := r.allocCalls%r.sampleEvery == 0
-	r.allocCalls++
+	timed := r.allocUntil == 0
+	if timed {
+		r.allocUntil = r.sampleEvery
+	}
+	r.allocUntil--
 	var t0 time.Time
 	if timed {
 		t0 = time.Now()
@@ -534,8 +539,11 @@ func (r *runner) doFree(ev *trace.Event, i int64) error {
 		r.chk.onFree(ev.Size, b)
 	}
 	r.takePeakSnapshot()
-	timed := r.freeCalls%r.sampleEvery == 0
-	r.freeCalls++
+	timed := r.freeUntil == 0
+	if timed {
+		r.freeUntil = r.sampleEvery
+	}
+	r.freeUntil--
 	var t0 time.Time
 	if timed {
 		t0 = time.Now()
