@@ -152,7 +152,9 @@ func (t *Timeline) add(i int64, bound int, live, inUse, reserved uint64, frag fl
 	p.Live = max(p.Live, live)
 	p.InUse = max(p.InUse, inUse)
 	p.Reserved = max(p.Reserved, reserved)
-	p.TFFragMax = math.Max(p.TFFragMax, frag)
+	if frag > p.TFFragMax { // frag is never NaN nor -0: math.Max's cases
+		p.TFFragMax = frag
+	}
 	p.TFFragSum += frag
 	if failed {
 		p.Failed++
@@ -267,7 +269,8 @@ type recorder struct {
 	timeline Timeline
 
 	// Live state, by trace slot and by reservation address.
-	slots   []recSlot
+	slots   []recSlot // what painting a freed block needs
+	info    []recInfo // the rest, read only for blocks kept whole
 	regions map[uint64]recRegion
 
 	mm    Memmap
@@ -290,14 +293,20 @@ type peakGone struct {
 	regions []LayoutRegion
 }
 
-// recSlot is the block a trace slot holds: 64 bytes, one cache line.
+// recSlot is the block a trace slot holds, and recInfo the allocation it
+// serves. They are kept apart so that painting a block into the raster, at
+// each free, reads 24 bytes, and so that the slots stay small enough for
+// the cache.
 type recSlot struct {
 	addr, size uint64 // size 0: no block
-	requested  uint64
 	start      int64
-	tag        string
-	id         uint64
-	line       int64 // the alloc's line
+}
+
+type recInfo struct {
+	requested uint64
+	tag       string
+	id        uint64
+	line      int64 // the alloc's line
 }
 
 type recRegion struct {
@@ -319,19 +328,20 @@ func (r *recorder) atPeak() bool { return !r.cfg.AtEvent }
 func (r *recorder) alloc(slot uint32, b allocators.Block, requested uint64, tag string, id uint64, line int64) {
 	if int(slot) >= len(r.slots) {
 		r.slots = append(r.slots, make([]recSlot, int(slot)+1-len(r.slots))...)
+		r.info = append(r.info, make([]recInfo, int(slot)+1-len(r.info))...)
 	}
-	r.slots[slot] = recSlot{addr: b.Addr, size: b.Size, requested: requested, start: r.now, tag: tag, id: id, line: line}
+	r.slots[slot] = recSlot{addr: b.Addr, size: b.Size, start: r.now}
+	r.info[slot] = recInfo{requested: requested, tag: tag, id: id, line: line}
 	r.mm.BlockCount++
 	r.touchRange(b.Addr, b.Size)
 }
 
 func (r *recorder) free(slot uint32, line int64) {
-	s := &r.slots[slot]
-	r.paintBlock(s, r.now, line)
-	if r.hasPeak && s.start <= r.peakEvent {
-		r.gone.blocks = append(r.gone.blocks, layoutBlock(s))
+	r.paintBlock(int(slot), r.now, line)
+	if s := &r.slots[slot]; r.hasPeak && s.start <= r.peakEvent {
+		r.gone.blocks = append(r.gone.blocks, r.layoutBlock(int(slot)))
 	}
-	*s = recSlot{}
+	r.slots[slot] = recSlot{}
 }
 
 func (r *recorder) reserve(addr, n uint64) {
@@ -379,7 +389,7 @@ func (r *recorder) peak(event, line int64) {
 func (r *recorder) after(i, line int64, live, inUse, reserved uint64, frag float64, failed bool) {
 	r.timeline.add(i, r.cfg.Points, live, inUse, reserved, frag, failed)
 	if r.cfg.AtEvent && r.cfg.LayoutEvent == i {
-		r.layout = buildLayout(r.slots, r.regions)
+		r.layout = r.buildLayout()
 		r.layout.Event, r.layout.Line = i, line
 	}
 }
@@ -406,7 +416,7 @@ func (r *recorder) buildPeak() {
 	l.Blocks = r.gone.blocks
 	for i := range r.slots {
 		if s := &r.slots[i]; s.size != 0 && s.start <= r.peakEvent {
-			l.Blocks = append(l.Blocks, layoutBlock(s))
+			l.Blocks = append(l.Blocks, r.layoutBlock(i))
 		}
 	}
 	l.Regions = r.gone.regions
@@ -427,8 +437,9 @@ func (r *recorder) buildPeak() {
 	r.layout = l
 }
 
-func layoutBlock(s *recSlot) LayoutBlock {
-	return LayoutBlock{Addr: s.addr, Size: s.size, Requested: s.requested, Tag: s.tag}
+func (r *recorder) layoutBlock(slot int) LayoutBlock {
+	s, c := &r.slots[slot], &r.info[slot]
+	return LayoutBlock{Addr: s.addr, Size: s.size, Requested: c.requested, Tag: c.tag}
 }
 
 // sum adds up the layout's bytes.
@@ -442,14 +453,15 @@ func (l *Layout) sum() {
 	}
 }
 
-func buildLayout(slots []recSlot, regions map[uint64]recRegion) *Layout {
+// buildLayout returns the layout now.
+func (r *recorder) buildLayout() *Layout {
 	l := &Layout{}
-	for i := range slots {
-		if s := &slots[i]; s.size != 0 {
-			l.Blocks = append(l.Blocks, layoutBlock(s))
+	for i := range r.slots {
+		if r.slots[i].size != 0 {
+			l.Blocks = append(l.Blocks, r.layoutBlock(i))
 		}
 	}
-	for a, g := range regions {
+	for a, g := range r.regions {
 		l.Regions = append(l.Regions, LayoutRegion{Addr: a, Size: g.size})
 	}
 	l.sum()
@@ -515,7 +527,10 @@ func (r *recorder) touchRange(addr, n uint64) {
 	r.mm.Hi = max(r.mm.Hi, addr+n)
 }
 
-func (r *recorder) paintBlock(s *recSlot, end, endLine int64) {
+// paintBlock paints the block of slot, freed by the event end at the line
+// endLine.
+func (r *recorder) paintBlock(slot int, end, endLine int64) {
+	s := &r.slots[slot]
 	if end <= s.start {
 		end = s.start + 1 // allocated and freed by one event: draw it one event wide
 	}
@@ -528,10 +543,11 @@ func (r *recorder) paintBlock(s *recSlot, end, endLine int64) {
 			return
 		}
 	}
+	c := &r.info[slot]
 	m := MemBlock{
-		Addr: s.addr, Size: s.size, Requested: s.requested,
-		Start: s.start, End: end, Tag: s.tag,
-		ID: s.id, StartLine: s.line, EndLine: endLine,
+		Addr: s.addr, Size: s.size, Requested: c.requested,
+		Start: s.start, End: end, Tag: c.tag,
+		ID: c.id, StartLine: c.line, EndLine: endLine,
 	}
 	if r.mm.Exact {
 		r.mm.Blocks = append(r.mm.Blocks, m)
@@ -649,8 +665,8 @@ func (r *recorder) finish(events int64) (*Timeline, *Memmap, *Layout) {
 	}
 	r.mm.Events = events
 	for i := range r.slots {
-		if s := &r.slots[i]; s.size != 0 {
-			r.paintBlock(s, events, 0)
+		if r.slots[i].size != 0 {
+			r.paintBlock(i, events, 0)
 		}
 	}
 	addrs := make([]uint64, 0, len(r.regions))

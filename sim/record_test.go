@@ -170,6 +170,9 @@ func TestMemmapAndLayout(t *testing.T) {
 				require.Less(t, p.InUse, res.PeakInUseBytes, "the layout is at the first peak")
 			}
 			assert.Equal(t, evs[peak.Event].Line, peak.Line)
+			summarised := record(t, evs, tc.allocator, tc.opts, RecordConfig{Blocks: 10})
+			require.False(t, summarised.Memmap.Exact)
+			assert.Equal(t, peak, summarised.Layout, "the layout does not depend on how the memory map is kept")
 
 			for _, n := range []int64{0, int64(len(evs)) / 3, int64(len(evs)) - 1} {
 				at := record(t, evs, tc.allocator, tc.opts, RecordConfig{AtEvent: true, LayoutEvent: n}).Layout
@@ -313,6 +316,7 @@ func FuzzRecording(f *testing.F) {
 			assert.Zero(t, exact.PeakInUseBytes)
 		}
 		small := run(RecordConfig{Points: 3, Blocks: 1, Rows: 2, Columns: 3})
+		assert.Equal(t, exact.Layout, small.Layout)
 		var covered int64
 		for _, p := range small.Timeline.Points {
 			assert.Equal(t, covered, p.Event)
