@@ -501,3 +501,19 @@ func TestInterrupted(t *testing.T) {
 	leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".*"))
 	assert.Empty(t, leftovers)
 }
+
+// --cpuprofile writes a profile (a gzip'd protobuf, as pprof reads) of the
+// run, and names a file it cannot create.
+func TestCPUProfileFlag(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.prof")
+	code, _, stderr := cli(t, "", "replay", "-q", "-a", "bfc", "--cpuprofile", path, bundled+"random.jsonl")
+	require.Equal(t, 0, code, stderr)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Greater(t, len(b), 2)
+	assert.Equal(t, []byte{0x1f, 0x8b}, b[:2], "a gzip'd profile")
+
+	code, _, stderr = cli(t, "", "validate", "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir", "p"), bundled+"random.jsonl")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "--cpuprofile")
+}
