@@ -25,7 +25,7 @@ package allocators
 // subtree's largest range (internal/freetree), and the size of each
 // reservation by its start (reservationTable), so that a release must cover
 // whole reservations, as cudaFree and munmap of whole mappings do. The table
-// is an array of sizes by granule, in pages of 64 granules found through a
+// is an array of sizes by granule, in pages of 32 granules found through a
 // map, rather than one map from start to size: first fit keeps the
 // reservations made and released close in time close in the space, so the
 // table keeps them close in memory, where a hash map would scatter them and
@@ -217,17 +217,22 @@ type reservationTable struct {
 	spare    []*reservationPage // dropped pages, for new ones
 }
 
-// reservationPageGranules is the granules a reservation page covers: 64
-// sizes of 8 bytes, 512 bytes, for 16 KiB of the space.
-const reservationPageGranules = 64
+// reservationPageGranules is the granules a reservation page covers: 32
+// sizes of 8 bytes, 256 bytes, for 8 KiB of the space. Larger pages serve a
+// dense trace of small reservations a little better; smaller ones cost less
+// memory, and so less time, where every reservation has a page to itself.
+const reservationPageGranules = 32
+
+// reservationSlabPages is how many pages are allocated at once: about 8 KiB.
+const reservationSlabPages = 32
 
 // reservationSlackPages is how many empty pages the map keeps whatever its
-// size: 32 KiB, so that a small trace never sweeps.
+// size: about 16 KiB.
 const reservationSlackPages = 64
 
 type reservationPage struct {
-	size [reservationPageGranules]uint64 // 0: no reservation starts here
 	n    int                             // reservations that start in the page
+	size [reservationPageGranules]uint64 // 0: no reservation starts here
 }
 
 func (t *reservationTable) page(off uint64) (*reservationPage, uint64) {
@@ -261,11 +266,16 @@ func (t *reservationTable) put(off, size uint64) {
 	switch {
 	case p == nil:
 		key := off / VirtualGranule / reservationPageGranules
-		if k := len(t.spare); k > 0 {
-			p, t.spare = t.spare[k-1], t.spare[:k-1]
-		} else {
-			p = new(reservationPage)
+		if len(t.spare) == 0 {
+			// Pages come in slabs: one allocation for many pages, which
+			// a trace of large reservations uses one each.
+			slab := make([]reservationPage, reservationSlabPages)
+			for j := range slab {
+				t.spare = append(t.spare, &slab[len(slab)-1-j])
+			}
 		}
+		k := len(t.spare)
+		p, t.spare = t.spare[k-1], t.spare[:k-1]
 		if t.pages == nil {
 			t.pages = map[uint64]*reservationPage{}
 		}
