@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/allocators/bfcdump"
 	"github.com/bfcsim/bfcsim/trace"
 )
 
@@ -211,7 +212,61 @@ func Replay(ctx context.Context, src Source, cfg Config) ([]Result, error) {
 	}
 	results := make([]Result, len(runners))
 	for i, r := range runners {
+		if r.peakStale {
+			s, err := snapshotAt(ctx, cfg, cfg.Allocators[i], r.peakEvent, r.peakLine)
+			if err != nil {
+				return nil, fmt.Errorf("%s: describing the pool at its peak: %w", r.name, err)
+			}
+			r.result.PeakSnapshot = s
+		}
 		results[i] = r.result
 	}
 	return results, nil
+}
+
+// snapshotAt replays the trace again, through cfg.Reread, with a fresh
+// allocator of spec, up to and including event (on line), and describes the
+// pool there: the peak snapshot of a trace whose peak rose too often to
+// describe it each time. It returns nil, and no error, if the trace cannot
+// be read again (standard input).
+func snapshotAt(ctx context.Context, cfg Config, spec AllocatorSpec, event, line int64) (*bfcdump.Snapshot, error) {
+	if cfg.Reread == nil {
+		return nil, nil
+	}
+	cfg.Record, cfg.Events, cfg.Check, cfg.PeakSnapshots = nil, nil, false, false
+	r, err := newRunner(spec, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	if err := planOffline(ctx, []*runner{r}, cfg.Reread); err != nil {
+		return nil, err
+	}
+	src, err := cfg.Reread()
+	if err != nil {
+		return nil, err
+	}
+	events := make([]trace.Event, 0, batchEvents)
+	for first := int64(0); first <= event; first += int64(len(events)) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		events = events[:0]
+		for int64(len(events)) < min(batchEvents, event+1-first) && src.Next() {
+			events = append(events, src.Event())
+		}
+		if len(events) == 0 {
+			if err := src.Err(); err != nil {
+				return nil, err
+			}
+			return nil, errors.New("the trace ended before the peak it had the first time")
+		}
+		if err := r.apply(events, first); err != nil {
+			return nil, err
+		}
+	}
+	s := r.snap.Snapshot()
+	s.Request = nil
+	s.Event, s.Line = event, line
+	return s, nil
 }

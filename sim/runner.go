@@ -228,6 +228,14 @@ type runner struct {
 	// collect for). A ramp of allocations costs one snapshot, not one each.
 	peakPending         bool
 	peakEvent, peakLine int64
+	// Describing the pool costs a pass over its chunks. A trace whose peak
+	// creeps up, a little at a time between frees, would have it described
+	// at every step: quadratic. So describing stops once the chunks
+	// described outnumber peakSnapshotBudget's allowance; peakStale then
+	// says that the peak at peakEvent was not described, and Replay
+	// replays the trace again to that event to describe it (Config.Reread).
+	snapChunks int64
+	peakStale  bool
 
 	out     *bufio.Writer
 	outErr  error
@@ -570,11 +578,28 @@ func (r *runner) takePeakSnapshot() {
 		return
 	}
 	r.peakPending = false
+	if r.snapChunks > peakSnapshotBudget(r.result.Events) {
+		r.peakStale = true
+		return
+	}
 	s := r.snap.Snapshot()
+	r.snapChunks += int64(len(s.Chunks))
+	r.peakStale = false
 	s.Request = nil
 	s.Event, s.Line = r.peakEvent, r.peakLine
 	r.result.PeakSnapshot = s
 }
+
+// peakSnapshotBudget is how many chunks peak snapshots may have described,
+// in all, by the time a replay has seen events events: a few per event,
+// and a million to begin with, so that an ordinary trace, whose peak rises
+// a few times, has every one described as it happens.
+func peakSnapshotBudget(events int64) int64 {
+	return peakBudgetBase + peakBudgetPerEvent*events
+}
+
+// The terms of peakSnapshotBudget; tests lower them.
+var peakBudgetBase, peakBudgetPerEvent int64 = 1 << 20, 4
 
 // observe updates the peaks and samples the fragmentation metric; it
 // returns the bytes reserved and the metric. It runs after every event, so

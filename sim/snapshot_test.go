@@ -45,6 +45,39 @@ func TestPeakSnapshotIsThePoolAtThePeak(t *testing.T) {
 	}
 }
 
+// With no budget for describing the pool at each rise of the peak, the
+// peak snapshot is made by replaying the trace again to the peak, and is
+// the same; with no way to read the trace again there is none.
+func TestPeakSnapshotBeyondItsBudget(t *testing.T) {
+	defer func(b, e int64) { peakBudgetBase, peakBudgetPerEvent = b, e }(peakBudgetBase, peakBudgetPerEvent)
+	for _, name := range []string{"transformer-train.jsonl", "random.jsonl", "fragmenter.jsonl"} {
+		evs := loadTrace(t, name)
+		cfg := Config{
+			Allocators:    []AllocatorSpec{{Name: "bfc"}, {Name: "naive"}},
+			Space:         allocators.SpaceConfig{Kind: "virtual", Capacity: 1 << 30},
+			PeakSnapshots: true,
+		}
+		peakBudgetBase, peakBudgetPerEvent = 1<<20, 4
+		res, err := Replay(t.Context(), &sliceSource{events: evs}, cfg)
+		require.NoError(t, err)
+		want := res[0].PeakSnapshot
+		require.NotNil(t, want, name)
+
+		peakBudgetBase, peakBudgetPerEvent = 0, 0
+		rereads := 0
+		cfg.Reread = func() (Source, error) { rereads++; return &sliceSource{events: evs}, nil }
+		res, err = Replay(t.Context(), &sliceSource{events: evs}, cfg)
+		require.NoError(t, err)
+		assert.Equal(t, want, res[0].PeakSnapshot, name)
+		assert.Equal(t, 1, rereads, "%s: read again once, for bfc's peak", name)
+
+		cfg.Reread = nil
+		res, err = Replay(t.Context(), &sliceSource{events: evs}, cfg)
+		require.NoError(t, err)
+		assert.Nil(t, res[0].PeakSnapshot, "%s: a stale snapshot is not reported as the peak's", name)
+	}
+}
+
 // prefixSnapshot replays events against a fresh bfc and describes its pool.
 func prefixSnapshot(t *testing.T, evs []trace.Event, opts allocators.Options) *bfcdump.Snapshot {
 	t.Helper()
