@@ -115,7 +115,9 @@ func Replay(ctx context.Context, src Source, cfg Config) ([]Result, error) {
 	runners := make([]*runner, 0, len(cfg.Allocators))
 	defer func() {
 		for _, r := range runners {
-			r.close()
+			if r != nil {
+				r.close()
+			}
 		}
 	}()
 	for _, spec := range cfg.Allocators {
@@ -211,15 +213,32 @@ func Replay(ctx context.Context, src Source, cfg Config) ([]Result, error) {
 		return nil, err
 	}
 	results := make([]Result, len(runners))
+	type peak struct {
+		i           int
+		event, line int64
+	}
+	var stale []peak
 	for i, r := range runners {
-		if r.peakStale {
-			s, err := snapshotAt(ctx, cfg, cfg.Allocators[i], r.peakEvent, r.peakLine)
-			if err != nil {
-				return nil, fmt.Errorf("%s: describing the pool at its peak: %w", r.name, err)
-			}
-			r.result.PeakSnapshot = s
-		}
 		results[i] = r.result
+		if r.peakStale {
+			stale = append(stale, peak{i, r.peakEvent, r.peakLine})
+		}
+	}
+	if len(stale) == 0 {
+		return results, nil
+	}
+	// The allocators of this replay are done with: let their memory go
+	// before a fresh one replays the trace again.
+	for _, r := range runners {
+		r.close()
+	}
+	clear(runners)
+	for _, p := range stale {
+		s, err := snapshotAt(ctx, cfg, cfg.Allocators[p.i], p.event, p.line)
+		if err != nil {
+			return nil, fmt.Errorf("%s: describing the pool at its peak: %w", cfg.Allocators[p.i].Name, err)
+		}
+		results[p.i].PeakSnapshot = s
 	}
 	return results, nil
 }

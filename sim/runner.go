@@ -591,15 +591,17 @@ func (r *runner) takePeakSnapshot() {
 }
 
 // peakSnapshotBudget is how many chunks peak snapshots may have described,
-// in all, by the time a replay has seen events events: a few per event,
-// and a million to begin with, so that an ordinary trace, whose peak rises
-// a few times, has every one described as it happens.
+// in all, by the time a replay has seen events events: one per eight
+// events, and 65,536 to begin with, so that an ordinary trace, whose peak
+// rises a few times over a pool of thousands of chunks, has every one
+// described as it happens. Past it, the last peak costs one more replay up
+// to it (snapshotAt), at most the trace again.
 func peakSnapshotBudget(events int64) int64 {
-	return peakBudgetBase + peakBudgetPerEvent*events
+	return peakBudgetBase + events/peakBudgetEventsPerChunk
 }
 
 // The terms of peakSnapshotBudget; tests lower them.
-var peakBudgetBase, peakBudgetPerEvent int64 = 1 << 20, 4
+var peakBudgetBase, peakBudgetEventsPerChunk int64 = 1 << 16, 8
 
 // observe updates the peaks and samples the fragmentation metric; it
 // returns the bytes reserved and the metric. It runs after every event, so

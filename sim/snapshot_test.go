@@ -49,7 +49,7 @@ func TestPeakSnapshotIsThePoolAtThePeak(t *testing.T) {
 // peak snapshot is made by replaying the trace again to the peak, and is
 // the same; with no way to read the trace again there is none.
 func TestPeakSnapshotBeyondItsBudget(t *testing.T) {
-	defer func(b, e int64) { peakBudgetBase, peakBudgetPerEvent = b, e }(peakBudgetBase, peakBudgetPerEvent)
+	defer func(b, e int64) { peakBudgetBase, peakBudgetEventsPerChunk = b, e }(peakBudgetBase, peakBudgetEventsPerChunk)
 	for _, name := range []string{"transformer-train.jsonl", "random.jsonl", "fragmenter.jsonl"} {
 		evs := loadTrace(t, name)
 		cfg := Config{
@@ -57,13 +57,13 @@ func TestPeakSnapshotBeyondItsBudget(t *testing.T) {
 			Space:         allocators.SpaceConfig{Kind: "virtual", Capacity: 1 << 30},
 			PeakSnapshots: true,
 		}
-		peakBudgetBase, peakBudgetPerEvent = 1<<20, 4
+		peakBudgetBase, peakBudgetEventsPerChunk = 1<<20, 1
 		res, err := Replay(t.Context(), &sliceSource{events: evs}, cfg)
 		require.NoError(t, err)
 		want := res[0].PeakSnapshot
 		require.NotNil(t, want, name)
 
-		peakBudgetBase, peakBudgetPerEvent = 0, 0
+		peakBudgetBase, peakBudgetEventsPerChunk = 0, 1<<62
 		rereads := 0
 		cfg.Reread = func() (Source, error) { rereads++; return &sliceSource{events: evs}, nil }
 		res, err = Replay(t.Context(), &sliceSource{events: evs}, cfg)

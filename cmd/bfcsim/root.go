@@ -91,7 +91,9 @@ Exit codes: 0 success, 1 a comparison failed, 2 bad usage or bad input.`,
 
 // addProfileFlag gives every command --cpuprofile, which writes a Go CPU
 // profile of the run (go tool pprof reads it): where a replay spends its
-// time, for a model's author or a slow trace's report.
+// time, for a model's author or a slow trace's report; and --memprofile,
+// a heap profile at its end, whose alloc_space view shows where the run
+// allocated.
 func addProfileFlag(root *cobra.Command) {
 	var path string
 	var f *os.File
@@ -111,7 +113,14 @@ func addProfileFlag(root *cobra.Command) {
 		}
 		return nil
 	}
+	var memPath string
+	root.PersistentFlags().StringVar(&memPath, "memprofile", "", "write a Go heap profile, at the end of the run, to this file (see go tool pprof)")
 	root.PersistentPostRunE = func(*cobra.Command, []string) error {
+		if memPath != "" {
+			if err := writeHeapProfile(memPath); err != nil {
+				return fmt.Errorf("--memprofile: %w", err)
+			}
+		}
 		if f == nil {
 			return nil
 		}
@@ -144,4 +153,16 @@ func traceArgs(cmd *cobra.Command, args []string) error {
 			cmd.Name(), cmd.CommandPath())
 	}
 	return nil
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
