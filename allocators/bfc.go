@@ -314,10 +314,16 @@ func (b *BFC) findChunk(bin int, rounded, requested uint64) int32 {
 		i := bits.TrailingZeros32(mask)
 		var key bfcKey
 		found := false
-		b.bins[i].AscendGreaterOrEqual(bfcKey{size: rounded}, func(k bfcKey) bool {
-			key, found = k, true
-			return false
-		})
+		if rounded <= bfcMinAllocationSize<<i {
+			// Every chunk of bin i is large enough (a bin holds the
+			// sizes from its lower bound up): the first is the least.
+			key, found = b.bins[i].Min()
+		} else {
+			b.bins[i].AscendGreaterOrEqual(bfcKey{size: rounded}, func(k bfcKey) bool {
+				key, found = k, true
+				return false
+			})
+		}
 		if !found {
 			continue
 		}
