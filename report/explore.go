@@ -81,7 +81,7 @@ func (a exploreAlloc) MarshalJSON() ([]byte, error) {
 		Blocks     *exploreBlocks `json:"blocks,omitempty"`
 		Raster     *exploreRaster `json:"raster,omitempty"`
 	}
-	return json.Marshal(short{a.Name, a.Peak, a.PeakLine, a.OOM, a.OOMLine, a.Lo, a.Hi, a.Exact, a.BlockCount, a.T, a.Live, a.U, a.V, a.Blocks, a.Raster})
+	return json.Marshal(short(a))
 }
 
 // newExploreTrace builds a trace's data, or nil when no allocator has a

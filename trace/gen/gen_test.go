@@ -717,7 +717,6 @@ func (h *bestFit) free(id uint64) {
 	if i > 0 && h.holes[i-1].addr+h.holes[i-1].size == h.holes[i].addr {
 		h.holes[i-1].size += h.holes[i].size
 		h.holes = slices.Delete(h.holes, i, i+1)
-		i--
 	}
 	if last := h.holes[len(h.holes)-1]; last.addr+last.size == h.top {
 		h.top = last.addr
