@@ -94,6 +94,15 @@ type Chunk struct {
 	Region     int // index of the region (reservation) holding the chunk
 }
 
+// Checkpointer is a Snapshotter that can save its pool cheaply, again and
+// again, and describe the last saved state later: the replay saves it at
+// every rise of the peak and describes it once, at the end.
+type Checkpointer interface {
+	Snapshotter
+	Checkpoint()
+	CheckpointSnapshot() *bfcdump.Snapshot
+}
+
 // ChunkWalker is an allocator that can list its pool chunk by chunk.
 type ChunkWalker interface {
 	// WalkChunks calls fn for every chunk in address order. fn must not

@@ -223,6 +223,9 @@ type BFC struct {
 
 	tfCounters
 	poolBytes, peakPoolBytes uint64
+
+	// cp is the pool as Checkpoint last saved it, nil until then.
+	cp *bfcCheckpoint
 }
 
 var (
@@ -329,10 +332,10 @@ func (b *BFC) findChunk(bin int, rounded, requested uint64) int32 {
 		}
 		h := key.h
 		b.removeFromBin(h)
-		c := &b.chunks[h]
+		c := b.w(h)
 		if c.size >= 2*rounded || c.size-rounded >= b.maxInternalFrag {
 			b.splitChunk(h, rounded)
-			c = &b.chunks[h] // splitChunk may grow the slice
+			c = b.w(h) // splitChunk may grow the slice
 		}
 		c.requested = requested
 		c.allocID = b.nextAllocID
@@ -347,8 +350,8 @@ func (b *BFC) findChunk(bin int, rounded, requested uint64) int32 {
 // binned at once (its next neighbour is in use or absent, so it cannot merge).
 func (b *BFC) splitChunk(h int32, num uint64) {
 	nh := b.newChunk()
-	c := &b.chunks[h]
-	n := &b.chunks[nh]
+	c := b.w(h)
+	n := b.w(nh)
 	n.ptr = c.ptr + num
 	n.size = c.size - num
 	n.allocID = -1
@@ -356,7 +359,7 @@ func (b *BFC) splitChunk(h int32, num uint64) {
 	n.next = c.next
 	c.size = num
 	if n.next != noChunk {
-		b.chunks[n.next].prev = nh
+		b.w(n.next).prev = nh
 	}
 	c.next = nh
 	b.insertIntoBin(nh)
@@ -372,7 +375,7 @@ func (b *BFC) Free(blk Block) error {
 	if c := &b.chunks[h]; !c.inUse() || c.ptr != blk.Addr || uint32(c.allocID) != gen {
 		return fmt.Errorf("%w: bfc has no chunk in use at %#x", ErrNotLive, blk.Addr)
 	}
-	c := &b.chunks[h]
+	c := b.w(h)
 	c.allocID = -1
 	b.failed = nil
 	b.freed(c.size)
@@ -397,11 +400,11 @@ func (b *BFC) tryToCoalesce(h int32) int32 {
 
 // merge folds chunk h2 into h1, its physical predecessor.
 func (b *BFC) merge(h1, h2 int32) {
-	c1, c2 := &b.chunks[h1], &b.chunks[h2]
+	c1, c2 := b.w(h1), &b.chunks[h2]
 	c1.size += c2.size
 	c1.next = c2.next
 	if c2.next != noChunk {
-		b.chunks[c2.next].prev = h1
+		b.w(c2.next).prev = h1
 	}
 	b.deleteChunk(h2)
 }
@@ -410,20 +413,22 @@ func (b *BFC) newChunk() int32 {
 	if k := len(b.freeHandles); k > 0 {
 		h := b.freeHandles[k-1]
 		b.freeHandles = b.freeHandles[:k-1]
-		b.chunks[h] = bfcChunk{bin: -1, prev: noChunk, next: noChunk}
+		*b.w(h) = bfcChunk{bin: -1, prev: noChunk, next: noChunk}
 		return h
 	}
 	b.chunks = append(b.chunks, bfcChunk{bin: -1, prev: noChunk, next: noChunk})
-	return int32(len(b.chunks) - 1)
+	h := int32(len(b.chunks) - 1)
+	b.w(h)
+	return h
 }
 
 func (b *BFC) deleteChunk(h int32) {
-	b.chunks[h] = bfcChunk{allocID: -1, bin: -1, prev: noChunk, next: noChunk}
+	*b.w(h) = bfcChunk{allocID: -1, bin: -1, prev: noChunk, next: noChunk}
 	b.freeHandles = append(b.freeHandles, h)
 }
 
 func (b *BFC) insertIntoBin(h int32) {
-	c := &b.chunks[h]
+	c := b.w(h)
 	bin := BinNumForSize(c.size)
 	c.bin = int8(bin)
 	b.bins[bin].ReplaceOrInsert(bfcKey{size: c.size, ptr: c.ptr, h: h})
@@ -434,7 +439,7 @@ func (b *BFC) insertIntoBin(h int32) {
 }
 
 func (b *BFC) removeFromBin(h int32) {
-	c := &b.chunks[h]
+	c := b.w(h)
 	bin := int(c.bin)
 	if bin < 0 {
 		panic(fmt.Sprintf("bfc: chunk %d at %#x is not in a bin", h, c.ptr))
@@ -522,7 +527,7 @@ func (b *BFC) doubleRegionBytes() {
 // the region that ends at addr when regions coalesce.
 func (b *BFC) addRegion(addr, size uint64) {
 	h := b.newChunk()
-	c := &b.chunks[h]
+	c := b.w(h)
 	c.ptr, c.size, c.allocID = addr, size, -1
 
 	i := 0
@@ -536,8 +541,8 @@ func (b *BFC) addRegion(addr, size uint64) {
 		for b.chunks[last].next != noChunk {
 			last = b.chunks[last].next
 		}
-		b.chunks[last].next = h
-		b.chunks[h].prev = last
+		b.w(last).next = h
+		b.w(h).prev = last
 		b.insertIntoBin(b.tryToCoalesce(h))
 		return
 	}
@@ -663,4 +668,81 @@ func (b *BFC) Snapshot() *bfcdump.Snapshot {
 		}
 	}
 	return s
+}
+
+// w returns chunk h for writing. Once a checkpoint is kept, it notes that h
+// differs from its saved copy, so that the next Checkpoint copies only the
+// chunks changed since the last.
+func (b *BFC) w(h int32) *bfcChunk {
+	if cp := b.cp; cp != nil && (int(h) >= len(cp.dirty) || !cp.dirty[h]) {
+		cp.mark(h)
+	}
+	return &b.chunks[h]
+}
+
+// bfcCheckpoint is a saved copy of what Snapshot describes.
+type bfcCheckpoint struct {
+	chunks  []bfcChunk
+	regions []bfcRegion
+	tfCounters
+	poolBytes, currRegionBytes uint64
+	failed                     *bfcdump.Request
+	// dirty[h]: chunk h changed since the copy; changed lists them.
+	dirty   []bool
+	changed []int32
+}
+
+func (cp *bfcCheckpoint) mark(h int32) {
+	if int(h) >= len(cp.dirty) {
+		cp.dirty = append(cp.dirty, make([]bool, int(h)+1-len(cp.dirty))...)
+	}
+	cp.dirty[h] = true
+	cp.changed = append(cp.changed, h)
+}
+
+var _ Checkpointer = (*BFC)(nil)
+
+// Checkpoint saves the pool, for CheckpointSnapshot to describe later. The
+// first copies every chunk; each later one only the chunks changed since,
+// so that saving the pool at each of many peaks costs in all about one
+// copy of the pool plus the changes, not a copy per peak.
+func (b *BFC) Checkpoint() {
+	cp := b.cp
+	if cp == nil {
+		cp = &bfcCheckpoint{}
+		b.cp = cp
+		cp.chunks = append(cp.chunks, b.chunks...)
+	} else {
+		if n := len(b.chunks); n > len(cp.chunks) {
+			cp.chunks = append(cp.chunks, make([]bfcChunk, n-len(cp.chunks))...)
+		}
+		for _, h := range cp.changed {
+			cp.chunks[h] = b.chunks[h]
+			cp.dirty[h] = false
+		}
+		cp.changed = cp.changed[:0]
+	}
+	cp.regions = append(cp.regions[:0], b.regions...)
+	cp.tfCounters = b.tfCounters
+	cp.poolBytes, cp.currRegionBytes = b.poolBytes, b.currRegionBytes
+	cp.failed = nil
+	if b.failed != nil {
+		req := *b.failed
+		cp.failed = &req
+	}
+}
+
+// CheckpointSnapshot describes the pool as the last Checkpoint saved it,
+// as Snapshot would have then; nil if there was none.
+func (b *BFC) CheckpointSnapshot() *bfcdump.Snapshot {
+	cp := b.cp
+	if cp == nil {
+		return nil
+	}
+	saved := &BFC{
+		chunks: cp.chunks, regions: cp.regions, tfCounters: cp.tfCounters,
+		memoryLimit: b.memoryLimit, poolBytes: cp.poolBytes, currRegionBytes: cp.currRegionBytes,
+		failed: cp.failed,
+	}
+	return saved.Snapshot()
 }

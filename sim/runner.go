@@ -236,6 +236,11 @@ type runner struct {
 	// replays the trace again to that event to describe it (Config.Reread).
 	snapChunks int64
 	peakStale  bool
+	// checkpoint is snap when it can save its pool cheaply (useCheckpoints):
+	// then each peak is saved as it is left, and peakSaved says the last
+	// one is to be described at the end.
+	checkpoint allocators.Checkpointer
+	peakSaved  bool
 
 	out     *bufio.Writer
 	outErr  error
@@ -292,6 +297,9 @@ func newRunner(spec AllocatorSpec, cfg Config) (*runner, error) {
 	r.segments, _ = a.(allocators.SegmentObserver)
 	r.replayer, _ = a.(allocators.Replayer)
 	r.peakSnapshots = cfg.PeakSnapshots && r.snap != nil
+	if c, ok := a.(allocators.Checkpointer); ok && r.peakSnapshots && useCheckpoints {
+		r.checkpoint = c
+	}
 	if r.chk != nil {
 		if l, ok := a.(allocators.AlignmentLimiter); ok {
 			r.chk.maxAlign = l.MaxAlign()
@@ -578,6 +586,11 @@ func (r *runner) takePeakSnapshot() {
 		return
 	}
 	r.peakPending = false
+	if r.checkpoint != nil {
+		r.checkpoint.Checkpoint() // described once, at the end (finish)
+		r.peakSaved = true
+		return
+	}
 	if r.snapChunks > peakSnapshotBudget(r.result.Events) {
 		r.peakStale = true
 		return
@@ -599,6 +612,11 @@ func (r *runner) takePeakSnapshot() {
 func peakSnapshotBudget(events int64) int64 {
 	return peakBudgetBase + events/peakBudgetEventsPerChunk
 }
+
+// useCheckpoints lets allocators that can (allocators.Checkpointer) save
+// their pool at each peak instead of describing it; tests turn it off to
+// exercise the budget.
+var useCheckpoints = true
 
 // The terms of peakSnapshotBudget; tests lower them.
 var peakBudgetBase, peakBudgetEventsPerChunk int64 = 1 << 16, 8
@@ -672,6 +690,12 @@ func (r *runner) emit(i int64, ev *trace.Event, b allocators.Block, ok bool) {
 // finish fills in the Result once the trace is done.
 func (r *runner) finish() error {
 	r.takePeakSnapshot()
+	if r.peakSaved {
+		s := r.checkpoint.CheckpointSnapshot()
+		s.Request = nil
+		s.Event, s.Line = r.peakEvent, r.peakLine
+		r.result.PeakSnapshot = s
+	}
 	res := &r.result
 	st := r.space.Stats()
 	res.Space = st
