@@ -279,7 +279,9 @@ type Stream struct {
 	raw     *Counter
 	closeIn func() error // releases the decompressor of a trace read directly
 	pr      *io.PipeReader
+	parent  context.Context    // the caller's: when done, nothing is waited for
 	cancel  context.CancelFunc // stops the conversion
+	unwatch func() bool        // stops watching parent
 	done    chan struct{}      // closed when the conversion has ended
 	ended   bool               // Next has returned false
 	stats   any                // the importer's statistics (pytorch.Stats, ...)
@@ -312,9 +314,14 @@ func Open(ctx context.Context, r io.Reader, file string, opt Options) (*Stream, 
 		s.closeIn = in.Close
 		return s, nil
 	}
+	s.parent = ctx
 	ctx, s.cancel = context.WithCancel(ctx)
 	pr, pw := io.Pipe()
 	s.pr, s.done = pr, make(chan struct{})
+	// An interrupt ends the trace at once, even while the conversion is
+	// blocked reading an input that does not come (a pipe nobody writes):
+	// the reader, not the conversion, is closed.
+	s.unwatch = context.AfterFunc(s.parent, func() { pr.CloseWithError(s.parent.Err()) })
 	go func() {
 		defer close(s.done)
 		defer in.Close() // the decompressor: released when the conversion ends
@@ -324,13 +331,30 @@ func Open(ctx context.Context, r io.Reader, file string, opt Options) (*Stream, 
 	}()
 	if s.Reader, err = trace.NewReader(pr, file, ropts...); err != nil {
 		s.Close()
-		<-s.done // the pipe failed, or is now closed: the conversion is ending
-		if s.convErr != nil {
-			return nil, s.convErr
+		if cerr := s.conversionErr(); cerr != nil {
+			return nil, cerr
 		}
 		return nil, err
 	}
 	return s, nil
+}
+
+// conversionErr waits for the conversion to end, once the trace's pipe has
+// failed or been closed, and returns its error. It does not wait after an
+// interrupt: the conversion may be blocked reading an input that does not
+// come, and the interrupt is the error.
+func (s *Stream) conversionErr() error {
+	select {
+	case <-s.done:
+		return s.convErr
+	default:
+	}
+	select {
+	case <-s.done:
+		return s.convErr
+	case <-s.parent.Done():
+		return s.parent.Err()
+	}
 }
 
 // Err returns what stopped the stream: the conversion's error, if the
@@ -345,9 +369,8 @@ func (s *Stream) Err() error {
 		s.Close() // the converted trace is bad: stop the conversion
 		return err
 	}
-	<-s.done // the pipe failed: the conversion has ended, or is ending
-	if s.convErr != nil {
-		return s.convErr
+	if cerr := s.conversionErr(); cerr != nil { // the pipe failed
+		return cerr
 	}
 	return err
 }
@@ -391,6 +414,7 @@ func (s *Stream) BytesRead() int64 { return s.raw.N() }
 // closes it after Close.
 func (s *Stream) Close() error {
 	if s.pr != nil {
+		s.unwatch()
 		s.cancel()
 		s.pr.CloseWithError(errClosed)
 	}

@@ -196,16 +196,60 @@ func TestOpenStops(t *testing.T) {
 		t.Fatal("the conversion goes on after Close")
 	}
 
+	// An input that blocks after its first half: the interrupt comes while
+	// the conversion waits in a Read, before the trace's header, and Open
+	// returns without waiting for that Read.
 	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe() // an input that blocks after its first bytes
+	in := newStalling(snap.Bytes()[:snap.Len()/2])
 	go func() {
-		_, _ = pw.Write(snap.Bytes()[:snap.Len()/2])
+		<-in.stalled
 		cancel()
 	}()
-	_, err = Open(ctx, pr, "half.pickle", Options{Device: -1})
+	_, err = Open(ctx, in, "half.pickle", Options{Device: -1})
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, context.Canceled), "%v", err)
-	pw.Close()
+	close(in.release)
+
+	// The same once the trace has begun: an mtrace log converts as it is
+	// read, so events come before the input stalls; Next then ends, while
+	// the conversion still waits in its Read, and Err says why.
+	log := "= Start\n" + strings.Repeat("@ ./p:[0x1] + 0x10 0x20\n@ ./p:[0x1] - 0x10\n", 50_000)
+	ctx, cancel = context.WithCancel(context.Background())
+	in = newStalling([]byte(log))
+	s, err = Open(ctx, in, "stall.mtrace", Options{})
+	require.NoError(t, err)
+	go func() {
+		<-in.stalled
+		cancel()
+	}()
+	n := 0
+	for s.Next() {
+		n++
+	}
+	assert.Positive(t, n, "events came before the interrupt")
+	assert.True(t, errors.Is(s.Err(), context.Canceled), "%v", s.Err())
+	require.NoError(t, s.Close())
+	close(in.release)
+}
+
+// stalling reads data, then blocks until release is closed, closing
+// stalled when it starts to wait.
+type stalling struct {
+	r                *bytes.Reader
+	stalled, release chan struct{}
+}
+
+func newStalling(data []byte) *stalling {
+	return &stalling{r: bytes.NewReader(data), stalled: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (s *stalling) Read(p []byte) (int, error) {
+	if s.r.Len() > 0 {
+		return s.r.Read(p)
+	}
+	close(s.stalled)
+	<-s.release
+	return 0, io.EOF
 }
 
 // FuzzOpen: whatever the bytes, Open and the stream it returns never
