@@ -657,6 +657,15 @@ func (b *BFC) Snapshot() *bfcdump.Snapshot {
 		req := *b.failed
 		s.Request = &req
 	}
+	n := 0
+	for _, r := range b.regions {
+		for h := r.first; h != noChunk; h = b.chunks[h].next {
+			n++
+		}
+	}
+	// Sized first: grown by append, the description of a pool of a million
+	// chunks would allocate five times its size on the way.
+	s.Chunks = make([]bfcdump.Chunk, 0, n)
 	for i, r := range b.regions {
 		s.Regions[i] = bfcdump.Region{Addr: r.ptr, Size: r.size}
 		for h := r.first; h != noChunk; h = b.chunks[h].next {

@@ -47,7 +47,10 @@ func Marshal(s *Snapshot) ([]byte, error) {
 			TotalChunksInBin: b.TotalChunks,
 		})
 	}
-	for _, c := range s.Chunks {
+	// One allocation for the messages of every chunk, not one each.
+	msgs := make([]memorypb.MemChunk, len(s.Chunks))
+	md.Chunk = make([]*memorypb.MemChunk, 0, len(s.Chunks))
+	for i, c := range s.Chunks {
 		if c.Size > math.MaxInt64 || c.Requested > math.MaxInt64 {
 			return nil, fmt.Errorf("encoding a MemoryDump: chunk at %#x: size %d or requested size %d does not fit an int64", c.Addr, c.Size, c.Requested)
 		}
@@ -55,17 +58,17 @@ func Marshal(s *Snapshot) ([]byte, error) {
 		if !c.InUse {
 			bin = int32(BinNumForSize(c.Size))
 		}
-		md.Chunk = append(md.Chunk, &memorypb.MemChunk{
-			Address:       c.Addr,
-			Size:          int64(c.Size),
-			RequestedSize: int64(c.Requested),
-			Bin:           bin,
-			OpName:        validUTF8(c.OpName),
-			FreedAtCount:  c.FreedAtCount,
-			ActionCount:   c.ActionCount,
-			InUse:         c.InUse,
-			StepId:        c.StepID,
-		})
+		m := &msgs[i]
+		m.Address = c.Addr
+		m.Size = int64(c.Size)
+		m.RequestedSize = int64(c.Requested)
+		m.Bin = bin
+		m.OpName = validUTF8(c.OpName)
+		m.FreedAtCount = c.FreedAtCount
+		m.ActionCount = c.ActionCount
+		m.InUse = c.InUse
+		m.StepId = c.StepID
+		md.Chunk = append(md.Chunk, m)
 	}
 	frag := s.Stats.Fragmentation
 	if frag == 0 {
