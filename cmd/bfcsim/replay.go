@@ -8,8 +8,10 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -445,9 +447,18 @@ var plotTitles = map[string]string{
 // writePlots draws every kind of plot of every trace, as PNG and SVG, into
 // dir and returns them as figures for index.html. A per-allocator plot is
 // left out for an allocator that has nothing to draw (an occupancy map
-// when nothing was ever allocated).
+// when nothing was ever allocated). The plots are drawn on every core, a
+// plot to a core at a time; the files are written, and the figures listed,
+// in one fixed order.
 func writePlots(out *outputDir, rep report.Report, names []string) ([]report.HTMLFigure, error) {
-	var figs []report.HTMLFigure
+	type plot struct {
+		trace        int
+		alloc, kind  string
+		format, file string
+		buf          bytes.Buffer
+		err          error
+	}
+	var plots []*plot
 	for i := range rep.Traces {
 		tr := &rep.Traces[i]
 		for _, kind := range report.PlotKinds {
@@ -461,30 +472,55 @@ func writePlots(out *outputDir, rep report.Report, names []string) ([]report.HTM
 				}
 			}
 			for _, a := range allocs {
-				fig := report.HTMLFigure{Trace: i, Allocator: a, Kind: kind, Title: plotTitles[kind]}
 				for _, format := range report.PlotFormats {
-					if err := out.ctx.Err(); err != nil {
-						return nil, err
-					}
-					var buf bytes.Buffer
-					if err := report.WritePlot(&buf, tr, report.PlotOptions{Kind: kind, Allocator: a}, format); err != nil {
-						return nil, fmt.Errorf("plotting %s of %s: %w", kind, tr.Name, err)
-					}
-					file := report.PlotFileName(names[i], a, kind, format)
-					if err := out.write(file, func(w io.Writer) error {
-						_, err := w.Write(buf.Bytes())
-						return err
-					}); err != nil {
-						return nil, err
-					}
-					if format == "png" {
-						fig.PNG, fig.PNGFile = buf.Bytes(), file
-					} else {
-						fig.SVGFile = file
-					}
+					plots = append(plots, &plot{trace: i, alloc: a, kind: kind, format: format,
+						file: report.PlotFileName(names[i], a, kind, format)})
 				}
-				figs = append(figs, fig)
 			}
+		}
+	}
+
+	next := make(chan *plot)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(plots)) {
+		wg.Go(func() {
+			for p := range next {
+				if p.err = out.ctx.Err(); p.err != nil {
+					continue
+				}
+				tr := &rep.Traces[p.trace]
+				if err := report.WritePlot(&p.buf, tr, report.PlotOptions{Kind: p.kind, Allocator: p.alloc}, p.format); err != nil {
+					p.err = fmt.Errorf("plotting %s of %s: %w", p.kind, tr.Name, err)
+				}
+			}
+		})
+	}
+	for _, p := range plots {
+		next <- p
+	}
+	close(next)
+	wg.Wait()
+
+	var figs []report.HTMLFigure
+	for _, p := range plots {
+		if p.err != nil {
+			return nil, p.err
+		}
+		if err := out.write(p.file, func(w io.Writer) error {
+			_, err := w.Write(p.buf.Bytes())
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		// A figure's formats are consecutive: its first starts it.
+		if n := len(figs); n == 0 || figs[n-1].Trace != p.trace || figs[n-1].Allocator != p.alloc || figs[n-1].Kind != p.kind {
+			figs = append(figs, report.HTMLFigure{Trace: p.trace, Allocator: p.alloc, Kind: p.kind, Title: plotTitles[p.kind]})
+		}
+		fig := &figs[len(figs)-1]
+		if p.format == "png" {
+			fig.PNG, fig.PNGFile = p.buf.Bytes(), p.file
+		} else {
+			fig.SVGFile = p.file
 		}
 	}
 	return figs, nil
