@@ -319,19 +319,24 @@ func (b *BFC) findChunk(bin int, rounded, requested uint64) int32 {
 		found := false
 		if rounded <= bfcMinAllocationSize<<i {
 			// Every chunk of bin i is large enough (a bin holds the
-			// sizes from its lower bound up): the first is the least.
-			key, found = b.bins[i].Min()
+			// sizes from its lower bound up): the first is the least,
+			// taken out in the same walk of the tree.
+			if key, found = b.bins[i].DeleteMin(); found {
+				b.leftBin(key.h, i)
+			}
 		} else {
 			b.bins[i].AscendGreaterOrEqual(bfcKey{size: rounded}, func(k bfcKey) bool {
 				key, found = k, true
 				return false
 			})
+			if found {
+				b.removeFromBin(key.h)
+			}
 		}
 		if !found {
 			continue
 		}
 		h := key.h
-		b.removeFromBin(h)
 		c := b.w(h)
 		if c.size >= 2*rounded || c.size-rounded >= b.maxInternalFrag {
 			b.splitChunk(h, rounded)
@@ -447,13 +452,18 @@ func (b *BFC) removeFromBin(h int32) {
 	if _, ok := b.bins[bin].Delete(bfcKey{size: c.size, ptr: c.ptr}); !ok {
 		panic(fmt.Sprintf("bfc: chunk %d at %#x missing from bin %d", h, c.ptr, bin))
 	}
+	b.leftBin(h, bin)
+}
+
+// leftBin notes that chunk h has been taken out of bin.
+func (b *BFC) leftBin(h int32, bin int) {
 	if bin >= bits.Len32(b.nonEmpty)-1 {
 		b.largest = 0
 	}
 	if b.bins[bin].Len() == 0 {
 		b.nonEmpty &^= 1 << bin
 	}
-	c.bin = -1
+	b.w(h).bin = -1
 }
 
 // extend grows the pool by one region able to hold rounded bytes (TF's Extend).

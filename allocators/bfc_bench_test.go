@@ -106,6 +106,32 @@ func BenchmarkBFCAllocFree(b *testing.B) {
 	}
 }
 
+// BenchmarkBFCAllocFreeFile is BenchmarkBFCAllocFree on the trace named by
+// $BFCSIM_BENCH_TRACE (a recording of your own, its allocs and frees held
+// in memory); it is skipped when none is named. ns/event counts allocs and
+// frees alike, as a replay's events_per_second does, so that it compares
+// with another allocator replaying the same events pre-parsed.
+func BenchmarkBFCAllocFreeFile(b *testing.B) {
+	path := os.Getenv("BFCSIM_BENCH_TRACE")
+	if path == "" {
+		b.Skip("BFCSIM_BENCH_TRACE is not set")
+	}
+	events, slots := loadBenchTrace(b, path)
+	for _, growth := range []bool{true, false} {
+		b.Run(fmt.Sprintf("allow_growth=%v", growth), func(b *testing.B) {
+			live, ok := make([]Block, slots), make([]bool, slots)
+			var evs int64
+			for b.Loop() {
+				b.StopTimer()
+				a := NewBFC(NewVirtualSpace(80<<30, CostModel{}, FirstFit), BFCConfig{AllowGrowth: growth})
+				b.StartTimer()
+				evs += 2 * replayBench(b, a, events, live, ok)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(evs), "ns/event")
+		})
+	}
+}
+
 // BenchmarkBFCManyFreeChunks times one allocation and free on a pool whose
 // bin 2 holds n free chunks: n-1 of 1024 bytes, then one of 1792 at the
 // highest address, each between blocks in use so that nothing merges. A
