@@ -41,11 +41,11 @@ package allocators
 // joins its chunk chain, as with TF's virtual-memory sub-allocator.
 //
 // Data structures: chunks live in a slice and are named by index (TF's
-// ChunkHandle), with recycled indexes; each bin is a B-tree keyed by
-// (size, address), so the search in step 2 is a lower-bound lookup instead of
-// TF's linear walk, with the same result; a bitmask of non-empty bins skips
-// empty ones. Allocate and Free are O(log chunks) plus, for Allocate, a scan
-// of at most 21 bin masks.
+// ChunkHandle), with recycled indexes; each bin is a B+ tree keyed by
+// (size, address) (internal/bintree), so the search in step 2 is a
+// lower-bound lookup instead of TF's linear walk, with the same result; a
+// bitmask of non-empty bins skips empty ones. Allocate and Free are
+// O(log chunks) plus, for Allocate, a scan of at most 21 bin masks.
 //
 // Departures from TF, all documented in docs/allocators.md:
 //   - A Free names its chunk by the block's Handle instead of looking the
@@ -63,9 +63,8 @@ import (
 	"fmt"
 	"math/bits"
 
-	"github.com/google/btree"
-
 	"github.com/bfcsim/bfcsim/allocators/bfcdump"
+	"github.com/bfcsim/bfcsim/allocators/internal/bintree"
 )
 
 // Constants from the reference, with its names.
@@ -181,18 +180,6 @@ type bfcChunk struct {
 
 func (c *bfcChunk) inUse() bool { return c.allocID != -1 }
 
-type bfcKey struct {
-	size, ptr uint64
-	h         int32
-}
-
-func bfcLess(a, b bfcKey) bool {
-	if a.size != b.size {
-		return a.size < b.size
-	}
-	return a.ptr < b.ptr
-}
-
 type bfcRegion struct {
 	ptr, size uint64
 	first     int32 // the chunk at ptr
@@ -207,8 +194,8 @@ type BFC struct {
 
 	chunks      []bfcChunk
 	freeHandles []int32
-	bins        [bfcNumBins]*btree.BTreeG[bfcKey]
-	nonEmpty    uint32 // bit b set when bins[b] holds a chunk
+	bins        [bfcNumBins]bintree.Tree // free chunks by (size, address)
+	nonEmpty    uint32                   // bit b set when bins[b] holds a chunk
 	// largest caches LargestFreeBytes until a chunk enters or leaves the
 	// top non-empty bin, the only one it can come from; 0: not known.
 	largest uint64
@@ -253,13 +240,6 @@ func NewBFC(sp Space, cfg BFCConfig) *BFC {
 		b.currRegionBytes = bfcRoundedBytes(min(limit, bfcGrowthStart))
 	} else {
 		b.currRegionBytes = bfcRoundedBytes(limit)
-	}
-	// Degree 32: nodes of up to 63 keys, a few cache lines each. Against
-	// degree 8, a bin of 100,000 free chunks is searched 46% faster
-	// (BenchmarkBFCManyFreeChunks); small pools are unchanged.
-	freeList := btree.NewFreeListG[bfcKey](64)
-	for i := range b.bins {
-		b.bins[i] = btree.NewWithFreeListG(32, bfcLess, freeList)
 	}
 	return b
 }
@@ -315,28 +295,24 @@ func (b *BFC) block(h int32) Block {
 func (b *BFC) findChunk(bin int, rounded, requested uint64) int32 {
 	for mask := b.nonEmpty >> bin << bin; mask != 0; mask &= mask - 1 {
 		i := bits.TrailingZeros32(mask)
-		var key bfcKey
+		var key bintree.Key
 		found := false
 		if rounded <= bfcMinAllocationSize<<i {
 			// Every chunk of bin i is large enough (a bin holds the
 			// sizes from its lower bound up): the first is the least,
 			// taken out in the same walk of the tree.
 			if key, found = b.bins[i].DeleteMin(); found {
-				b.leftBin(key.h, i)
+				b.leftBin(key.H, i)
 			}
 		} else {
-			b.bins[i].AscendGreaterOrEqual(bfcKey{size: rounded}, func(k bfcKey) bool {
-				key, found = k, true
-				return false
-			})
-			if found {
-				b.removeFromBin(key.h)
+			if key, found = b.bins[i].Ceil(bintree.Key{Size: rounded}); found {
+				b.removeFromBin(key.H)
 			}
 		}
 		if !found {
 			continue
 		}
-		h := key.h
+		h := key.H
 		c := b.w(h)
 		if c.size >= 2*rounded || c.size-rounded >= b.maxInternalFrag {
 			b.splitChunk(h, rounded)
@@ -436,7 +412,9 @@ func (b *BFC) insertIntoBin(h int32) {
 	c := b.w(h)
 	bin := BinNumForSize(c.size)
 	c.bin = int8(bin)
-	b.bins[bin].ReplaceOrInsert(bfcKey{size: c.size, ptr: c.ptr, h: h})
+	if !b.bins[bin].Insert(bintree.Key{Size: c.size, Ptr: c.ptr, H: h}) {
+		panic(fmt.Sprintf("bfc: chunk %d at %#x already in bin %d", h, c.ptr, bin))
+	}
 	if bin >= bits.Len32(b.nonEmpty)-1 {
 		b.largest = 0
 	}
@@ -449,7 +427,7 @@ func (b *BFC) removeFromBin(h int32) {
 	if bin < 0 {
 		panic(fmt.Sprintf("bfc: chunk %d at %#x is not in a bin", h, c.ptr))
 	}
-	if _, ok := b.bins[bin].Delete(bfcKey{size: c.size, ptr: c.ptr}); !ok {
+	if _, ok := b.bins[bin].Delete(bintree.Key{Size: c.size, Ptr: c.ptr}); !ok {
 		panic(fmt.Sprintf("bfc: chunk %d at %#x missing from bin %d", h, c.ptr, bin))
 	}
 	b.leftBin(h, bin)
@@ -607,7 +585,7 @@ func (b *BFC) regionIsFree(r bfcRegion) bool {
 func (b *BFC) LargestFreeBytes() uint64 {
 	if b.largest == 0 && b.nonEmpty != 0 {
 		k, _ := b.bins[bits.Len32(b.nonEmpty)-1].Max()
-		b.largest = k.size
+		b.largest = k.Size
 	}
 	return b.largest
 }

@@ -1,0 +1,247 @@
+package bintree
+
+import (
+	"cmp"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/google/btree"
+	"github.com/stretchr/testify/require"
+)
+
+// model is a sorted slice: the obvious ordered set the tree must agree with.
+type model []Key
+
+func (m model) find(k Key) (int, bool) {
+	return slices.BinarySearchFunc(m, k, func(a, b Key) int {
+		switch {
+		case less(a, b):
+			return -1
+		case less(b, a):
+			return 1
+		}
+		return 0
+	})
+}
+
+// check walks t and fails unless it holds exactly m, in order, with every
+// node in bounds: leaves non-empty (but for an empty root), every key at
+// or above its bound and below the next child's, every leaf at one depth,
+// and a root with children having at least two.
+func check(t *testing.T, tr *Tree, m model) {
+	t.Helper()
+	if tr.Len() != len(m) {
+		t.Fatalf("Len %d, want %d", tr.Len(), len(m))
+	}
+	var got []Key
+	var walk func(n *node, depth int, lo, hi *Key)
+	walk = func(n *node, depth int, lo, hi *Key) {
+		if n.kids == nil {
+			if depth != tr.depth {
+				t.Fatalf("a leaf at depth %d, the tree's is %d", depth, tr.depth)
+			}
+			if n.n == 0 && n != tr.root {
+				t.Fatal("an empty leaf that is not the root")
+			}
+			for _, k := range n.keys[:n.n] {
+				if lo != nil && less(k, *lo) || hi != nil && !less(k, *hi) {
+					t.Fatalf("key %v outside its child's bounds [%v, %v)", k, lo, hi)
+				}
+			}
+			got = append(got, n.keys[:n.n]...)
+			return
+		}
+		if n.n == 0 || n == tr.root && n.n < 2 {
+			t.Fatalf("an inner node of %d children (root: %v)", n.n, n == tr.root)
+		}
+		for i := range n.n {
+			clo, chi := lo, hi
+			if i > 0 {
+				clo = &n.keys[i]
+				if lo != nil && less(*clo, *lo) {
+					t.Fatalf("a child's bound %v below its parent's %v", *clo, *lo)
+				}
+			}
+			if i+1 < n.n {
+				chi = &n.keys[i+1]
+			}
+			walk(n.kids[i], depth+1, clo, chi)
+		}
+		for _, k := range n.kids[n.n:] {
+			if k != nil {
+				t.Fatal("a child past the node's count")
+			}
+		}
+	}
+	if tr.root != nil {
+		walk(tr.root, 0, nil, nil)
+	}
+	if !slices.Equal(got, m) {
+		t.Fatalf("the tree holds %d keys, not the model's %d in order", len(got), len(m))
+	}
+}
+
+// TestAgainstModel runs random operations on a tree and a sorted slice and
+// compares every answer, and the whole tree now and then. Sizes and
+// addresses are drawn from small ranges so that equal sizes, repeated
+// inserts and deletes of absent keys are common; phases of mostly inserts
+// and mostly deletes grow the tree several levels deep and empty it again.
+func TestAgainstModel(t *testing.T) {
+	for seed := range uint64(8) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		var tr Tree
+		var m model
+		sizes, ptrs := 1+rng.IntN(40), 1+rng.IntN(5000)
+		key := func() Key {
+			return Key{Size: uint64(rng.IntN(sizes)) * 256, Ptr: uint64(rng.IntN(ptrs)) * 256, H: int32(rng.IntN(1 << 20))}
+		}
+		for step := range 40_000 {
+			grow := (step/5000)%2 == 0
+			switch op := rng.IntN(10); {
+			case op < 4 && grow || op < 2:
+				k := key()
+				i, found := m.find(k)
+				if tr.Insert(k) == found {
+					t.Fatalf("seed %d step %d: Insert(%v) = %v with the key there: %v", seed, step, k, !found, found)
+				}
+				if !found {
+					m = slices.Insert(m, i, k)
+				}
+			case op < 7:
+				k := key()
+				if len(m) > 0 && rng.IntN(2) == 0 {
+					k = m[rng.IntN(len(m))] // a key that is there
+					k.H = 0                 // found by size and address alone
+				}
+				i, found := m.find(k)
+				got, ok := tr.Delete(k)
+				if ok != found || found && got != m[i] {
+					t.Fatalf("seed %d step %d: Delete(%v) = %v, %v", seed, step, k, got, ok)
+				}
+				if found {
+					m = slices.Delete(m, i, i+1)
+				}
+			case op < 8:
+				got, ok := tr.DeleteMin()
+				if ok != (len(m) > 0) || ok && got != m[0] {
+					t.Fatalf("seed %d step %d: DeleteMin() = %v, %v", seed, step, got, ok)
+				}
+				if ok {
+					m = m[1:]
+				}
+			case op < 9:
+				k := key()
+				k.Ptr = 0
+				i, _ := m.find(k)
+				got, ok := tr.Ceil(k)
+				if ok != (i < len(m)) || ok && got != m[i] {
+					t.Fatalf("seed %d step %d: Ceil(%v) = %v, %v", seed, step, k, got, ok)
+				}
+			default:
+				lo, okLo := tr.Min()
+				hi, okHi := tr.Max()
+				if okLo != (len(m) > 0) || okHi != okLo || okLo && (lo != m[0] || hi != m[len(m)-1]) {
+					t.Fatalf("seed %d step %d: Min, Max = %v %v, %v %v", seed, step, lo, okLo, hi, okHi)
+				}
+			}
+			if step%997 == 0 {
+				check(t, &tr, m)
+			}
+		}
+		check(t, &tr, m)
+	}
+}
+
+// TestDeepThenEmpty fills a tree to several levels, checks it, and deletes
+// every key from the middle out, emptying whole subtrees in the middle
+// first, leaving an empty tree that takes keys again.
+func TestDeepThenEmpty(t *testing.T) {
+	var tr Tree
+	const n = 100_000
+	all := make(model, n)
+	for i := range all {
+		all[i] = Key{Size: uint64(i%977) * 256, Ptr: uint64(i) * 256, H: int32(i)}
+		require.True(t, tr.Insert(all[i]))
+	}
+	slices.SortFunc(all, func(a, b Key) int { return cmp.Or(cmp.Compare(a.Size, b.Size), cmp.Compare(a.Ptr, b.Ptr)) })
+	check(t, &tr, all)
+	require.GreaterOrEqual(t, tr.depth, 3, "100,000 keys in nodes of 32 are at least three levels deep")
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(abs(a-n/2), abs(b-n/2)) })
+	deleted := make([]bool, n)
+	for j, i := range order {
+		if _, ok := tr.Delete(all[i]); !ok {
+			t.Fatalf("Delete(%v): not found", all[i])
+		}
+		deleted[i] = true
+		if j%10_007 == 0 {
+			var m model
+			for i, k := range all {
+				if !deleted[i] {
+					m = append(m, k)
+				}
+			}
+			check(t, &tr, m)
+		}
+	}
+	check(t, &tr, nil)
+	require.Zero(t, tr.depth)
+	require.True(t, tr.Insert(Key{Size: 256, Ptr: 1}))
+	check(t, &tr, model{{Size: 256, Ptr: 1}})
+}
+
+func abs(x int) int { return max(x, -x) }
+
+// The benchmarks compare the tree with google/btree, which bfc used
+// before, on a bin's work: a chunk taken from the set and another put in.
+func benchKeys(n int) []Key {
+	rng := rand.New(rand.NewPCG(1, 2))
+	keys := make([]Key, n)
+	for i := range keys {
+		keys[i] = Key{Size: uint64(1+rng.IntN(64)) * 256, Ptr: uint64(rng.Uint32()) << 8, H: int32(i)}
+	}
+	return keys
+}
+
+func BenchmarkChurn(b *testing.B) {
+	const n = 100_000
+	keys := benchKeys(2 * n)
+	b.Run("bintree", func(b *testing.B) {
+		var tr Tree
+		for _, k := range keys[:n] {
+			tr.Insert(k)
+		}
+		i := 0
+		for b.Loop() {
+			out, in := keys[i%(2*n)], keys[(i+n)%(2*n)]
+			tr.Delete(out)
+			tr.Insert(in)
+			if k, ok := tr.Ceil(Key{Size: in.Size}); !ok || k.Size < in.Size {
+				b.Fatal("no ceiling")
+			}
+			i++
+		}
+	})
+	b.Run("google-btree", func(b *testing.B) {
+		tr := btree.NewG(32, less)
+		for _, k := range keys[:n] {
+			tr.ReplaceOrInsert(k)
+		}
+		i := 0
+		for b.Loop() {
+			out, in := keys[i%(2*n)], keys[(i+n)%(2*n)]
+			tr.Delete(out)
+			tr.ReplaceOrInsert(in)
+			found := false
+			tr.AscendGreaterOrEqual(Key{Size: in.Size}, func(k Key) bool { found = true; return false })
+			if !found {
+				b.Fatal("no ceiling")
+			}
+			i++
+		}
+	})
+}
