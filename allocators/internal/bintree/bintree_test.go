@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/btree"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -59,8 +60,8 @@ func check(t *testing.T, tr *Tree, m model) {
 			clo, chi := lo, hi
 			if i > 0 {
 				clo = &n.keys[i]
-				if lo != nil && less(*clo, *lo) {
-					t.Fatalf("a child's bound %v below its parent's %v", *clo, *lo)
+				if lo != nil && less(*clo, *lo) || hi != nil && !less(*clo, *hi) {
+					t.Fatalf("a child's bound %v outside its parent's bounds [%v, %v)", *clo, lo, hi)
 				}
 			}
 			if i+1 < n.n {
@@ -132,7 +133,9 @@ func TestAgainstModel(t *testing.T) {
 				}
 			case op < 9:
 				k := key()
-				k.Ptr = 0
+				if rng.IntN(2) == 0 {
+					k.Ptr = 0 // as bfc asks: the least chunk of at least a size
+				}
 				i, _ := m.find(k)
 				got, ok := tr.Ceil(k)
 				if ok != (i < len(m)) || ok && got != m[i] {
@@ -167,13 +170,13 @@ func TestDeepThenEmpty(t *testing.T) {
 	slices.SortFunc(all, func(a, b Key) int { return cmp.Or(cmp.Compare(a.Size, b.Size), cmp.Compare(a.Ptr, b.Ptr)) })
 	check(t, &tr, all)
 	require.GreaterOrEqual(t, tr.depth, 3, "100,000 keys in nodes of 32 are at least three levels deep")
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(abs(a-n/2), abs(b-n/2)) })
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(abs(a-n/2), abs(b-n/2)) })
 	deleted := make([]bool, n)
-	for j, i := range order {
+	for j, i := range idx {
 		if _, ok := tr.Delete(all[i]); !ok {
 			t.Fatalf("Delete(%v): not found", all[i])
 		}
@@ -195,6 +198,122 @@ func TestDeepThenEmpty(t *testing.T) {
 }
 
 func abs(x int) int { return max(x, -x) }
+
+// TestFIFO takes the least key and adds a new greatest one, over and over,
+// as a bin whose chunks are freed in address order and reused from the
+// bottom does: whole subtrees empty on the left and grow on the right, so
+// emptied inner nodes are reused, as inner nodes and as leaves.
+func TestFIFO(t *testing.T) {
+	var tr Tree
+	var m model
+	next := uint64(0)
+	add := func() {
+		k := Key{Size: 256, Ptr: next * 256, H: int32(next)}
+		next++
+		require.True(t, tr.Insert(k))
+		m = append(m, k)
+	}
+	for range 20_000 {
+		add()
+	}
+	for step := range 100_000 {
+		got, ok := tr.DeleteMin()
+		if !ok || got != m[0] {
+			t.Fatalf("step %d: DeleteMin() = %v, %v; want %v", step, got, ok, m[0])
+		}
+		m = m[1:]
+		add()
+		if step%5000 == 0 {
+			check(t, &tr, m)
+		}
+	}
+	check(t, &tr, m)
+}
+
+// nodes counts the nodes of t.
+func nodes(t *Tree) int {
+	var count func(n *node) int
+	count = func(n *node) int {
+		c := 1
+		if n.kids != nil {
+			for _, k := range n.kids[:n.n] {
+				c += count(k)
+			}
+		}
+		return c
+	}
+	if t.root == nil {
+		return 0
+	}
+	return count(t.root)
+}
+
+// TestSparseDeletes builds trees by orders of inserts and deletes meant to
+// leave nodes nearly empty, and requires that the nodes stay few beside
+// the keys held, and the tree shallow beside its size: a bin's tree must
+// not cost many times its chunks whatever the trace.
+func TestSparseDeletes(t *testing.T) {
+	key := func(i int) Key { return Key{Size: 256, Ptr: uint64(i) * 256, H: int32(i)} }
+	for _, tc := range []struct {
+		name string
+		run  func(tr *Tree, n int)
+	}{
+		// Ascending inserts, then every key but each 32nd deleted.
+		{"thin-after", func(tr *Tree, n int) {
+			for i := range n {
+				tr.Insert(key(i))
+			}
+			for i := range n {
+				if i%32 != 0 {
+					tr.Delete(key(i))
+				}
+			}
+		}},
+		// Ascending inserts, deleting after each 32 all but one of them.
+		{"thin-as-it-grows", func(tr *Tree, n int) {
+			for i := range n {
+				tr.Insert(key(i))
+				if i%32 == 31 {
+					for j := i - 30; j <= i; j++ {
+						tr.Delete(key(j))
+					}
+				}
+			}
+		}},
+		// Ascending inserts, after each split deleting all but the least
+		// key of the leaf the split left behind: without merging, this
+		// leaves one key a leaf.
+		{"thin-each-split", func(tr *Tree, n int) {
+			seen := 0
+			for i := range n {
+				tr.Insert(key(i))
+				if c := nodes(tr); c != seen {
+					seen = c
+					// The full leaf [i-32, i-1] split into [i-32, i-17]
+					// and [i-16, i].
+					for j := i - 31; j <= i-17; j++ {
+						if j >= 0 {
+							tr.Delete(key(j))
+						}
+					}
+				}
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tr Tree
+			tc.run(&tr, 20_000)
+			require.Positive(t, tr.Len())
+			assert.LessOrEqual(t, nodes(&tr), tr.Len()/2+2, "nodes for %d keys", tr.Len())
+			assert.LessOrEqual(t, tr.depth, 4, "depth for %d keys", tr.Len())
+			var m model
+			for k, ok := tr.Min(); ok; k, ok = tr.Ceil(Key{Size: k.Size, Ptr: k.Ptr + 1}) {
+				m = append(m, k)
+			}
+			check(t, &tr, m)
+		})
+	}
+}
 
 // The benchmarks compare the tree with google/btree, which bfc used
 // before, on a bin's work: a chunk taken from the set and another put in.
