@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/bfcsim/bfcsim/allocators/bfcdump/memorypb"
@@ -33,10 +34,45 @@ import (
 // place in a MemoryDump and are lost. The encoding is deterministic. Marshal
 // fails on a snapshot that does not Validate or whose sizes do not fit the
 // proto's int64 fields.
+//
+// The chunks are encoded one at a time into the output, through one
+// reused message: a pool of a million chunks does not become a million
+// messages first. The bytes are those proto.Marshal gives for the whole
+// message (a repeated field's encoding is its elements' in turn, and the
+// fields go in number order), which a test checks.
 func Marshal(s *Snapshot) ([]byte, error) {
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("encoding a MemoryDump: %w", err)
 	}
+	opts := proto.MarshalOptions{Deterministic: true}
+	// About 16 bytes a chunk on real pools.
+	b, err := opts.MarshalAppend(make([]byte, 0, 1024+24*len(s.Chunks)), dumpHead(s))
+	if err != nil {
+		return nil, fmt.Errorf("encoding a MemoryDump: %w", err)
+	}
+	var m memorypb.MemChunk
+	for _, c := range s.Chunks {
+		if err := chunkMsg(c, &m); err != nil {
+			return nil, err
+		}
+		b = protowire.AppendTag(b, chunkField, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(opts.Size(&m)))
+		if b, err = opts.MarshalAppend(b, &m); err != nil {
+			return nil, fmt.Errorf("encoding a MemoryDump: %w", err)
+		}
+	}
+	if b, err = opts.MarshalAppend(b, &memorypb.MemoryDump{Stats: dumpStats(s)}); err != nil {
+		return nil, fmt.Errorf("encoding a MemoryDump: %w", err)
+	}
+	return b, nil
+}
+
+// chunkField is MemoryDump's field number for its chunks.
+const chunkField protowire.Number = 3
+
+// dumpHead is the MemoryDump's fields before its chunks: the allocator's
+// name and the bin summaries.
+func dumpHead(s *Snapshot) *memorypb.MemoryDump {
 	md := &memorypb.MemoryDump{AllocatorName: validUTF8(s.AllocatorName)}
 	for _, b := range s.Bins() {
 		md.BinSummary = append(md.BinSummary, &memorypb.BinSummary{
@@ -47,45 +83,43 @@ func Marshal(s *Snapshot) ([]byte, error) {
 			TotalChunksInBin: b.TotalChunks,
 		})
 	}
-	// One allocation for the messages of every chunk, not one each.
-	msgs := make([]memorypb.MemChunk, len(s.Chunks))
-	md.Chunk = make([]*memorypb.MemChunk, 0, len(s.Chunks))
-	for i, c := range s.Chunks {
-		if c.Size > math.MaxInt64 || c.Requested > math.MaxInt64 {
-			return nil, fmt.Errorf("encoding a MemoryDump: chunk at %#x: size %d or requested size %d does not fit an int64", c.Addr, c.Size, c.Requested)
-		}
-		bin := int32(-1)
-		if !c.InUse {
-			bin = int32(BinNumForSize(c.Size))
-		}
-		m := &msgs[i]
-		m.Address = c.Addr
-		m.Size = int64(c.Size)
-		m.RequestedSize = int64(c.Requested)
-		m.Bin = bin
-		m.OpName = validUTF8(c.OpName)
-		m.FreedAtCount = c.FreedAtCount
-		m.ActionCount = c.ActionCount
-		m.InUse = c.InUse
-		m.StepId = c.StepID
-		md.Chunk = append(md.Chunk, m)
+	return md
+}
+
+// chunkMsg fills m, every field of it, from c.
+func chunkMsg(c Chunk, m *memorypb.MemChunk) error {
+	if c.Size > math.MaxInt64 || c.Requested > math.MaxInt64 {
+		return fmt.Errorf("encoding a MemoryDump: chunk at %#x: size %d or requested size %d does not fit an int64", c.Addr, c.Size, c.Requested)
 	}
+	bin := int32(-1)
+	if !c.InUse {
+		bin = int32(BinNumForSize(c.Size))
+	}
+	m.Address = c.Addr
+	m.Size = int64(c.Size)
+	m.RequestedSize = int64(c.Requested)
+	m.Bin = bin
+	m.OpName = validUTF8(c.OpName)
+	m.FreedAtCount = c.FreedAtCount
+	m.ActionCount = c.ActionCount
+	m.InUse = c.InUse
+	m.StepId = c.StepID
+	return nil
+}
+
+// dumpStats is the MemoryDump's stats, after its chunks.
+func dumpStats(s *Snapshot) *memorypb.MemAllocatorStats {
 	frag := s.Stats.Fragmentation
 	if frag == 0 {
 		frag = s.Summarize().TFFragmentation
 	}
-	md.Stats = &memorypb.MemAllocatorStats{
+	return &memorypb.MemAllocatorStats{
 		NumAllocs:           s.Stats.NumAllocs,
 		BytesInUse:          s.Stats.BytesInUse,
 		PeakBytesInUse:      s.Stats.PeakBytesInUse,
 		LargestAllocSize:    s.Stats.LargestAllocSize,
 		FragmentationMetric: float32(frag),
 	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(md)
-	if err != nil {
-		return nil, fmt.Errorf("encoding a MemoryDump: %w", err)
-	}
-	return b, nil
 }
 
 // errEmptyDump is Unmarshal's error for bytes that decode to a MemoryDump

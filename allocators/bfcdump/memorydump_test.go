@@ -1,6 +1,7 @@
 package bfcdump
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -71,6 +72,51 @@ func TestMarshalWireFormat(t *testing.T) {
 		seen[num]++
 	}
 	assert.Equal(t, map[protowire.Number]int{1: 1, 2: NumBins, 3: 1, 5: 1}, seen)
+}
+
+// Marshal's chunk-by-chunk encoding gives the bytes proto.Marshal gives for
+// the whole message, on snapshots with every field set and unset: empty
+// ones, debug fields, names that are not UTF-8, chunks of size past bin 20.
+func TestMarshalMatchesWholeMessage(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	names := []string{"", "a/b", "model/dense/MatMul", "bad\xffname"}
+	snaps := []*Snapshot{fragSnapshot(), {AllocatorName: "empty"}, {}}
+	for range 50 {
+		s := &Snapshot{AllocatorName: names[rng.IntN(len(names))]}
+		addr := uint64(rng.IntN(4)) << 40
+		for range rng.IntN(300) {
+			size := uint64(1+rng.IntN(4096)) * 256
+			if rng.IntN(50) == 0 {
+				size <<= 20 // well past bin 20's lower bound
+			}
+			c := Chunk{Addr: addr, Size: size, InUse: rng.IntN(2) == 0}
+			if c.InUse || rng.IntN(2) == 0 {
+				c.Requested = uint64(rng.Int64N(int64(size) + 1))
+			}
+			if rng.IntN(3) == 0 {
+				c.OpName, c.StepID = names[rng.IntN(len(names))], rng.Uint64N(100)
+				c.ActionCount, c.FreedAtCount = rng.Uint64N(1000), rng.Uint64N(1000)
+			}
+			s.Chunks = append(s.Chunks, c)
+			addr += size + uint64(rng.IntN(2))*256
+		}
+		s.Stats = Stats{NumAllocs: rng.Int64N(1000), BytesInUse: rng.Int64N(1 << 40), Fragmentation: float64(rng.IntN(2)) * rng.Float64()}
+		snaps = append(snaps, s)
+	}
+	for i, s := range snaps {
+		got, err := Marshal(s)
+		require.NoError(t, err)
+		md := dumpHead(s)
+		for _, c := range s.Chunks {
+			var m memorypb.MemChunk
+			require.NoError(t, chunkMsg(c, &m))
+			md.Chunk = append(md.Chunk, &m)
+		}
+		md.Stats = dumpStats(s)
+		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(md)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "snapshot %d", i)
+	}
 }
 
 func TestMarshalDeterministic(t *testing.T) {
