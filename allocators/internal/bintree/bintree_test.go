@@ -1,6 +1,7 @@
 package bintree
 
 import (
+	"bytes"
 	"cmp"
 	"math/rand/v2"
 	"slices"
@@ -228,6 +229,74 @@ func TestFIFO(t *testing.T) {
 		}
 	}
 	check(t, &tr, m)
+}
+
+// FuzzTree reads operations from the input, three bytes each (an op, a
+// size, an address, both from small ranges so that keys collide), applies
+// them to a tree and a sorted slice, and compares every answer and, at
+// the end, the whole tree.
+func FuzzTree(f *testing.F) {
+	f.Add([]byte{0, 1, 1, 0, 1, 2, 1, 1, 1, 2, 0, 0, 3, 0, 0})
+	f.Add(bytes.Repeat([]byte{0, 7, 3, 0, 9, 4, 4, 0, 0}, 200))
+	// A tree of several leaves, then a ceiling past the end of each size's
+	// keys (found in a later leaf), then half of it deleted and asked again.
+	var grow []byte
+	for size := range 16 {
+		for ptr := range 40 {
+			grow = append(grow, 0, byte(size), byte(ptr*6))
+		}
+	}
+	var ask []byte
+	for size := range 16 {
+		ask = append(ask, 4, byte(size), 255)
+	}
+	var thin []byte
+	for size := range 16 {
+		for ptr := range 30 {
+			thin = append(thin, 2, byte(size), byte(ptr*6))
+		}
+	}
+	f.Add(slices.Concat(grow, ask, thin, ask, []byte{3, 0, 0, 3, 0, 0}))
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		var tr Tree
+		var m model
+		for len(ops) >= 3 {
+			op, k := ops[0]%5, Key{Size: uint64(ops[1]%16) * 256, Ptr: uint64(ops[2]) * 256}
+			ops = ops[3:]
+			i, found := m.find(k)
+			switch op {
+			case 0, 1: // inserts weigh double, so that trees grow
+				if tr.Insert(k) == found {
+					t.Fatalf("Insert(%v) with the key there: %v", k, found)
+				}
+				if !found {
+					m = slices.Insert(m, i, k)
+				}
+			case 2:
+				got, ok := tr.Delete(k)
+				if ok != found || ok && got != m[i] {
+					t.Fatalf("Delete(%v) = %v, %v", k, got, ok)
+				}
+				if found {
+					m = slices.Delete(m, i, i+1)
+				}
+			case 3:
+				got, ok := tr.DeleteMin()
+				if ok != (len(m) > 0) || ok && got != m[0] {
+					t.Fatalf("DeleteMin() = %v, %v", got, ok)
+				}
+				if ok {
+					m = m[1:]
+				}
+			case 4:
+				got, ok := tr.Ceil(k)
+				if ok != (i < len(m)) || ok && got != m[i] {
+					t.Fatalf("Ceil(%v) = %v, %v", k, got, ok)
+				}
+			}
+		}
+		check(t, &tr, m)
+	})
 }
 
 // nodes counts the nodes of t.
