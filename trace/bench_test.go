@@ -3,6 +3,7 @@ package trace
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"testing"
 )
@@ -119,17 +120,7 @@ func benchRead(b *testing.B, data []byte, size int64) {
 	b.ReportAllocs()
 	var events int64
 	for b.Loop() {
-		r, err := NewReader(bytes.NewReader(data), "bench")
-		if err != nil {
-			b.Fatal(err)
-		}
-		for r.Next() {
-		}
-		if r.Err() != nil {
-			b.Fatal(r.Err())
-		}
-		events += r.Summary().Events
-		r.Close()
+		events += readCount(b, bytes.NewReader(data), "bench")
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
 }
@@ -170,18 +161,23 @@ func BenchmarkReaderFile(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		r, err := NewReader(f, path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for r.Next() {
-		}
-		if r.Err() != nil {
-			b.Fatal(r.Err())
-		}
-		events += r.Summary().Events
-		r.Close()
+		events += readCount(b, f, path)
 		f.Close()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
+}
+
+// readCount reads in whole as a trace named name and returns its events.
+func readCount(b *testing.B, in io.Reader, name string) int64 {
+	r, err := NewReader(in, name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	for r.Next() {
+	}
+	if r.Err() != nil {
+		b.Fatal(r.Err())
+	}
+	return r.Summary().Events
 }

@@ -44,27 +44,34 @@ func readAll(t *testing.T, text string, opts ...ReaderOption) ([]Event, *Reader,
 // readBatches is readWith with NextBatch, five events at a time.
 func readBatches(t *testing.T, text string, start int64, opts ...ReaderOption) ([]Event, *Reader, error) {
 	t.Helper()
-	defer func(old int64) { pipelineStartLines = old }(pipelineStartLines)
-	pipelineStartLines = start
-	r, err := NewReader(strings.NewReader(text), "t.jsonl", opts...)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer r.Close()
-	var evs []Event
-	for {
-		b := r.NextBatch(make([]Event, 0, 5))
-		evs = append(evs, b...)
-		if len(b) < 5 {
-			break
+	return readUsing(t, text, start, func(r *Reader) []Event {
+		var evs []Event
+		for {
+			b := r.NextBatch(make([]Event, 0, 5))
+			evs = append(evs, b...)
+			if len(b) < 5 {
+				break
+			}
 		}
-	}
-	require.False(t, r.Next(), "Next after a short batch")
-	return evs, r, r.Err()
+		require.False(t, r.Next(), "Next after a short batch")
+		return evs
+	}, opts...)
 }
 
 // readWith is readAll with the pipeline started after line start.
 func readWith(t *testing.T, text string, start int64, opts ...ReaderOption) ([]Event, *Reader, error) {
+	t.Helper()
+	return readUsing(t, text, start, func(r *Reader) []Event {
+		var evs []Event
+		for r.Next() {
+			evs = append(evs, r.Event())
+		}
+		return evs
+	}, opts...)
+}
+
+// readUsing reads text with read, the pipeline started after line start.
+func readUsing(t *testing.T, text string, start int64, read func(*Reader) []Event, opts ...ReaderOption) ([]Event, *Reader, error) {
 	t.Helper()
 	defer func(old int64) { pipelineStartLines = old }(pipelineStartLines)
 	pipelineStartLines = start
@@ -73,10 +80,7 @@ func readWith(t *testing.T, text string, start int64, opts ...ReaderOption) ([]E
 		return nil, nil, err
 	}
 	defer r.Close()
-	var evs []Event
-	for r.Next() {
-		evs = append(evs, r.Event())
-	}
+	evs := read(r)
 	return evs, r, r.Err()
 }
 
