@@ -645,15 +645,11 @@ func (b *BFC) Snapshot() *bfcdump.Snapshot {
 		req := *b.failed
 		s.Request = &req
 	}
-	n := 0
-	for _, r := range b.regions {
-		for h := r.first; h != noChunk; h = b.chunks[h].next {
-			n++
-		}
-	}
-	// Sized first: grown by append, the description of a pool of a million
-	// chunks would allocate five times its size on the way.
-	s.Chunks = make([]bfcdump.Chunk, 0, n)
+	// Sized first, by the chunks not on the free list (all of them, for a
+	// checkpoint's copy, which keeps no free list): grown by append, the
+	// description of a pool of a million chunks would allocate five times
+	// its size on the way.
+	s.Chunks = make([]bfcdump.Chunk, 0, len(b.chunks)-len(b.freeHandles))
 	for i, r := range b.regions {
 		s.Regions[i] = bfcdump.Region{Addr: r.ptr, Size: r.size}
 		for h := r.first; h != noChunk; h = b.chunks[h].next {

@@ -284,8 +284,5 @@ func snapshotAt(ctx context.Context, cfg Config, spec AllocatorSpec, event, line
 			return nil, err
 		}
 	}
-	s := r.snap.Snapshot()
-	s.Request = nil
-	s.Event, s.Line = event, line
-	return s, nil
+	return atPeak(r.snap.Snapshot(), event, line), nil
 }

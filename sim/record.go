@@ -413,28 +413,14 @@ func (r *recorder) buildPeak() {
 		return
 	}
 	l := &Layout{Event: r.peakEvent, Line: r.peakLine, AtPeak: true}
-	l.Blocks = r.gone.blocks
-	for i := range r.slots {
-		if s := &r.slots[i]; s.size != 0 && s.start <= r.peakEvent {
-			l.Blocks = append(l.Blocks, r.layoutBlock(i))
-		}
+	if len(r.gone.blocks) > 0 {
+		l.Blocks = r.gone.blocks
 	}
-	l.Regions = r.gone.regions
-	for a, g := range r.regions {
-		if g.start <= r.peakEvent {
-			l.Regions = append(l.Regions, LayoutRegion{Addr: a, Size: g.size})
-		}
+	if len(r.gone.regions) > 0 {
+		l.Regions = r.gone.regions
 	}
 	r.gone = peakGone{}
-	if len(l.Blocks) == 0 {
-		l.Blocks = nil
-	}
-	if len(l.Regions) == 0 {
-		l.Regions = nil
-	}
-	l.sum()
-	sortLayout(l)
-	r.layout = l
+	r.layout = r.fillLayout(l, r.peakEvent)
 }
 
 func (r *recorder) layoutBlock(slot int) LayoutBlock {
@@ -442,8 +428,22 @@ func (r *recorder) layoutBlock(slot int) LayoutBlock {
 	return LayoutBlock{Addr: s.addr, Size: s.size, Requested: c.requested, Tag: c.tag}
 }
 
-// sum adds up the layout's bytes.
-func (l *Layout) sum() {
+// buildLayout returns the layout now.
+func (r *recorder) buildLayout() *Layout { return r.fillLayout(&Layout{}, math.MaxInt64) }
+
+// fillLayout adds to l the blocks and regions live now that began by the
+// event upTo, adds up its bytes and sorts it.
+func (r *recorder) fillLayout(l *Layout, upTo int64) *Layout {
+	for i := range r.slots {
+		if s := &r.slots[i]; s.size != 0 && s.start <= upTo {
+			l.Blocks = append(l.Blocks, r.layoutBlock(i))
+		}
+	}
+	for a, g := range r.regions {
+		if g.start <= upTo {
+			l.Regions = append(l.Regions, LayoutRegion{Addr: a, Size: g.size})
+		}
+	}
 	for _, b := range l.Blocks {
 		l.LiveBytes += b.Requested
 		l.InUseBytes += b.Size
@@ -451,20 +451,6 @@ func (l *Layout) sum() {
 	for _, g := range l.Regions {
 		l.ReservedBytes += g.Size
 	}
-}
-
-// buildLayout returns the layout now.
-func (r *recorder) buildLayout() *Layout {
-	l := &Layout{}
-	for i := range r.slots {
-		if r.slots[i].size != 0 {
-			l.Blocks = append(l.Blocks, r.layoutBlock(i))
-		}
-	}
-	for a, g := range r.regions {
-		l.Regions = append(l.Regions, LayoutRegion{Addr: a, Size: g.size})
-	}
-	l.sum()
 	sortLayout(l)
 	return l
 }

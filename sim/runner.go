@@ -598,9 +598,15 @@ func (r *runner) takePeakSnapshot() {
 	s := r.snap.Snapshot()
 	r.snapChunks += int64(len(s.Chunks))
 	r.peakStale = false
+	r.result.PeakSnapshot = atPeak(s, r.peakEvent, r.peakLine)
+}
+
+// atPeak marks s as the pool at the peak reached by event, on line: a peak
+// is no failed request.
+func atPeak(s *bfcdump.Snapshot, event, line int64) *bfcdump.Snapshot {
 	s.Request = nil
-	s.Event, s.Line = r.peakEvent, r.peakLine
-	r.result.PeakSnapshot = s
+	s.Event, s.Line = event, line
+	return s
 }
 
 // peakSnapshotBudget is how many chunks peak snapshots may have described,
@@ -691,10 +697,7 @@ func (r *runner) emit(i int64, ev *trace.Event, b allocators.Block, ok bool) {
 func (r *runner) finish() error {
 	r.takePeakSnapshot()
 	if r.peakSaved {
-		s := r.checkpoint.CheckpointSnapshot()
-		s.Request = nil
-		s.Event, s.Line = r.peakEvent, r.peakLine
-		r.result.PeakSnapshot = s
+		r.result.PeakSnapshot = atPeak(r.checkpoint.CheckpointSnapshot(), r.peakEvent, r.peakLine)
 	}
 	res := &r.result
 	st := r.space.Stats()
