@@ -68,12 +68,15 @@ func (e *exitError) Unwrap() error { return e.err }
 
 // run executes one command line and returns the exit code.
 func run(ctx context.Context, e *env, args []string) int {
-	root := newRootCmd(e)
+	root, endProfiles := newRootCmd(e)
 	root.SetArgs(args)
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
 	err := root.ExecuteContext(ctx)
+	if perr := endProfiles(); err == nil {
+		err = perr
+	}
 	if err == nil {
 		return exitOK
 	}

@@ -517,3 +517,14 @@ func TestCPUProfileFlag(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "--cpuprofile")
 }
+
+// A run that fails still leaves a whole profile: the one worth reading.
+func TestCPUProfileOfAFailingRun(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.prof")
+	code, _, _ := cli(t, "", "validate", "--cpuprofile", path, filepath.Join(t.TempDir(), "missing.jsonl"))
+	require.Equal(t, 2, code)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Greater(t, len(b), 2, "the profile was stopped and flushed")
+	assert.Equal(t, []byte{0x1f, 0x8b}, b[:2], "a gzip'd profile")
+}

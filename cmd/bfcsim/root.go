@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -43,7 +44,9 @@ func rootAllocatorsAndFormats() string {
 	return b.String()
 }
 
-func newRootCmd(e *env) *cobra.Command {
+// newRootCmd returns the command tree, and what ends the profiles its flags
+// may have started, to call once it has run.
+func newRootCmd(e *env) (*cobra.Command, func() error) {
 	root := &cobra.Command{
 		Use:   "bfcsim",
 		Short: "Replay memory allocation traces against allocator designs",
@@ -85,19 +88,22 @@ Exit codes: 0 success, 1 a comparison failed, 2 bad usage or bad input.`,
 		newRecordCmd(e),
 		newVersionCmd(),
 	)
-	addProfileFlag(root)
-	return root
+	end := addProfileFlag(root)
+	return root, end
 }
 
 // addProfileFlag gives every command --cpuprofile, which writes a Go CPU
 // profile of the run (go tool pprof reads it): where a replay spends its
 // time, for a model's author or a slow trace's report; and --memprofile,
 // a heap profile at its end, whose alloc_space view shows where the run
-// allocated.
-func addProfileFlag(root *cobra.Command) {
-	var path string
+// allocated. It returns what ends the profiles, to be called once the
+// command has run, whether it succeeded or not: a profile of a failing run
+// is wanted too.
+func addProfileFlag(root *cobra.Command) (end func() error) {
+	var path, memPath string
 	var f *os.File
 	root.PersistentFlags().StringVar(&path, "cpuprofile", "", "write a CPU profile of the run to this file (see go tool pprof)")
+	root.PersistentFlags().StringVar(&memPath, "memprofile", "", "write a Go heap profile, at the end of the run, to this file (see go tool pprof)")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if path == "" {
 			return nil
@@ -113,24 +119,21 @@ func addProfileFlag(root *cobra.Command) {
 		}
 		return nil
 	}
-	var memPath string
-	root.PersistentFlags().StringVar(&memPath, "memprofile", "", "write a Go heap profile, at the end of the run, to this file (see go tool pprof)")
-	root.PersistentPostRunE = func(*cobra.Command, []string) error {
+	return func() error {
+		var errs []error
 		if memPath != "" {
 			if err := writeHeapProfile(memPath); err != nil {
-				return fmt.Errorf("--memprofile: %w", err)
+				errs = append(errs, fmt.Errorf("--memprofile: %w", err))
 			}
 		}
-		if f == nil {
-			return nil
+		if f != nil {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("--cpuprofile: %w", err))
+			}
+			f = nil
 		}
-		pprof.StopCPUProfile()
-		err := f.Close()
-		f = nil
-		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		return nil
+		return errors.Join(errs...)
 	}
 }
 
