@@ -48,3 +48,97 @@ func TestLiveSetMatchesMap(t *testing.T) {
 		}
 	}
 }
+
+// liveIDs behaves as a map whatever the order of the ids: rising one by
+// one as writers number them, with long-lived ones left behind; addresses;
+// jumps far ahead and back; the ends of the id range.
+func TestLiveIDsMatchesMap(t *testing.T) {
+	for name, idOf := range map[string]func(rng *rand.Rand, step int) uint64{
+		"rising": func(rng *rand.Rand, step int) uint64 {
+			return uint64(step) - rng.Uint64N(min(uint64(step)+1, 1+uint64(rng.ExpFloat64()*5000)))
+		},
+		"addresses": func(rng *rand.Rand, step int) uint64 { return 1<<40 + rng.Uint64N(20_000)*16 },
+		"jumps": func(rng *rand.Rand, step int) uint64 {
+			if rng.IntN(8) == 0 {
+				return rng.Uint64N(1 << 62)
+			}
+			return uint64(step) + rng.Uint64N(64)
+		},
+		"top": func(rng *rand.Rand, step int) uint64 { return 1<<63 - 1 - rng.Uint64N(uint64(step)+1) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(5, 6))
+			var s liveIDs
+			m := map[uint64]uint32{}
+			for step := range 300_000 {
+				id := idOf(rng, step)
+				got, ok := s.get(id)
+				want, wantOK := m[id]
+				require.Equal(t, wantOK, ok, "step %d: id %d", step, id)
+				require.Equal(t, want, got, "step %d: id %d", step, id)
+				if rng.IntN(2) == 0 {
+					got, ok = s.remove(id)
+					require.Equal(t, wantOK, ok, "step %d: remove %d", step, id)
+					require.Equal(t, want, got)
+					delete(m, id)
+				} else {
+					slot := rng.Uint32N(1 << 31)
+					got, ok = s.add(id, slot)
+					require.Equal(t, !wantOK, ok, "step %d: add %d", step, id)
+					if wantOK {
+						require.Equal(t, want, got)
+					} else {
+						m[id] = slot
+					}
+				}
+				require.Equal(t, len(m), s.len())
+			}
+			for id, want := range m {
+				got, ok := s.get(id)
+				require.True(t, ok, "id %d", id)
+				require.Equal(t, want, got)
+			}
+		})
+	}
+}
+
+// The window stays on for ids that rise, scanning about one entry per id,
+// and grows while many of its ids stay live; ids that jump turn it off
+// before its scanning costs more than a few entries per id.
+func TestLiveIDsWindow(t *testing.T) {
+	for _, tc := range []struct {
+		every   uint64 // one id in every lives on
+		ring    int
+		maxHash int
+	}{
+		{every: 1000, ring: minRing, maxHash: 3_000}, // the long-lived, behind the window
+		{every: 3, ring: maxRing, maxHash: 0},        // all within the window
+	} {
+		var s liveIDs
+		live := 0
+		for id := range uint64(3_000_000) {
+			_, ok := s.add(id, uint32(id))
+			require.True(t, ok)
+			live++
+			if old := id - 50; id >= 50 && old%tc.every != 0 {
+				_, ok = s.remove(old)
+				require.True(t, ok, "id %d", old)
+				live--
+			}
+		}
+		require.False(t, s.off)
+		require.Equal(t, tc.ring, len(s.ring))
+		require.LessOrEqual(t, s.hash.n, tc.maxHash)
+		require.Equal(t, live, s.len())
+		require.LessOrEqual(t, s.scanned, 2*s.puts)
+	}
+
+	var j liveIDs
+	rng := rand.New(rand.NewPCG(7, 8))
+	for k := range uint64(1_000_000) {
+		j.add(k<<24+rng.Uint64N(1<<20), uint32(k)) // each id a window's length past the last
+	}
+	require.True(t, j.off)
+	require.LessOrEqual(t, j.scanned, ringBudget*j.puts+2*maxRing)
+	require.Equal(t, 1_000_000, j.len())
+}

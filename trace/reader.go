@@ -101,7 +101,7 @@ type Reader struct {
 	err       error
 	kept      []*SyntaxError
 	sum       Summary
-	live      liveSet
+	live      liveIDs
 	slots     []liveAlloc // by slot
 	freeSlot  []uint32
 	// oomNext: a RecordedOOMMark mark came last, before any alloc.
@@ -398,18 +398,18 @@ func (r *Reader) apply(ev *Event) string {
 	}
 	switch ev.Op {
 	case OpAlloc:
-		r.live.reserve()
-		at, ok := r.live.find(ev.ID)
-		if ok {
-			return fmt.Sprintf("alloc of id %d that is already live (allocated at line %d)", ev.ID, r.slots[r.live.entries[at].slot].line)
-		}
 		if r.sum.LiveBytes+ev.Size < r.sum.LiveBytes {
+			if slot, ok := r.live.get(ev.ID); ok {
+				return dupAlloc(ev.ID, r.slots[slot].line)
+			}
 			return fmt.Sprintf("alloc of %d bytes would make more than 2^64 bytes live", ev.Size)
+		}
+		if had, ok := r.live.add(ev.ID, r.nextFree()); !ok {
+			return dupAlloc(ev.ID, r.slots[had].line)
 		}
 		ev.Slot = r.takeSlot()
 		refused := r.oomNext
 		r.oomNext = false
-		r.live.put(at, ev.ID, ev.Slot)
 		if int(ev.Slot) == len(r.slots) {
 			r.slots = append(r.slots, liveAlloc{})
 		}
@@ -428,13 +428,11 @@ func (r *Reader) apply(ev *Event) string {
 		s.TotalAllocBytes = satAdd(s.TotalAllocBytes, ev.Size)
 		s.MaxAllocBytes = max(s.MaxAllocBytes, ev.Size)
 	case OpFree:
-		at, ok := r.live.find(ev.ID)
+		slot, ok := r.live.remove(ev.ID)
 		if !ok {
 			return fmt.Sprintf("free of id %d that is not live", ev.ID)
 		}
-		slot := r.live.entries[at].slot
 		a := r.slots[slot]
-		r.live.removeAt(at)
 		r.freeSlot = append(r.freeSlot, slot)
 		ev.Size = a.size
 		ev.Slot = slot
@@ -472,6 +470,14 @@ func satAdd(a, b uint64) uint64 {
 	return math.MaxUint64
 }
 
+// nextFree returns the slot takeSlot will return.
+func (r *Reader) nextFree() uint32 {
+	if n := len(r.freeSlot); n > 0 {
+		return r.freeSlot[n-1]
+	}
+	return r.nextSlot
+}
+
 // takeSlot returns the most recently freed slot, or a new one.
 func (r *Reader) takeSlot() uint32 {
 	if n := len(r.freeSlot); n > 0 {
@@ -482,6 +488,10 @@ func (r *Reader) takeSlot() uint32 {
 	s := r.nextSlot
 	r.nextSlot++
 	return s
+}
+
+func dupAlloc(id uint64, line int64) string {
+	return fmt.Sprintf("alloc of id %d that is already live (allocated at line %d)", id, line)
 }
 
 // intern returns b as a string, sharing one copy between equal tags.
