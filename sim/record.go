@@ -269,8 +269,8 @@ type recorder struct {
 	timeline Timeline
 
 	// Live state, by trace slot and by reservation address.
-	slots   []recSlot // what painting a freed block needs
-	info    []recInfo // the rest, read only for blocks kept whole
+	slots   slotTable[recSlot] // what painting a freed block needs
+	info    slotTable[recInfo] // the rest, read only for blocks kept whole
 	regions map[uint64]recRegion
 
 	mm    Memmap
@@ -289,7 +289,7 @@ type recorder struct {
 // peakGone holds the blocks and regions live at the peak that have been
 // freed or released since.
 type peakGone struct {
-	blocks  []LayoutBlock
+	blocks  pagedList[LayoutBlock]
 	regions []LayoutRegion
 }
 
@@ -326,22 +326,22 @@ func newRecorder(cfg RecordConfig, granule uint64) *recorder {
 func (r *recorder) atPeak() bool { return !r.cfg.AtEvent }
 
 func (r *recorder) alloc(slot uint32, b allocators.Block, requested uint64, tag string, id uint64, line int64) {
-	if int(slot) >= len(r.slots) {
-		r.slots = append(r.slots, make([]recSlot, int(slot)+1-len(r.slots))...)
-		r.info = append(r.info, make([]recInfo, int(slot)+1-len(r.info))...)
+	if int(slot) >= r.slots.len() {
+		r.slots.grow(slot)
+		r.info.grow(slot)
 	}
-	r.slots[slot] = recSlot{addr: b.Addr, size: b.Size, start: r.now}
-	r.info[slot] = recInfo{requested: requested, tag: tag, id: id, line: line}
+	*r.slots.at(slot) = recSlot{addr: b.Addr, size: b.Size, start: r.now}
+	*r.info.at(slot) = recInfo{requested: requested, tag: tag, id: id, line: line}
 	r.mm.BlockCount++
 	r.touchRange(b.Addr, b.Size)
 }
 
 func (r *recorder) free(slot uint32, line int64) {
-	r.paintBlock(int(slot), r.now, line)
-	if s := &r.slots[slot]; r.hasPeak && s.start <= r.peakEvent {
-		r.gone.blocks = append(r.gone.blocks, r.layoutBlock(int(slot)))
+	r.paintBlock(slot, r.now, line)
+	if s := r.slots.at(slot); r.hasPeak && s.start <= r.peakEvent {
+		r.gone.blocks.add(r.layoutBlock(slot))
 	}
-	r.slots[slot] = recSlot{}
+	*r.slots.at(slot) = recSlot{}
 }
 
 func (r *recorder) reserve(addr, n uint64) {
@@ -382,7 +382,8 @@ func (r *recorder) peak(event, line int64) {
 		return
 	}
 	r.hasPeak, r.peakEvent, r.peakLine = true, event, line
-	r.gone.blocks, r.gone.regions = r.gone.blocks[:0], r.gone.regions[:0]
+	r.gone.blocks.reset()
+	r.gone.regions = r.gone.regions[:0]
 }
 
 // after is called once an event is applied.
@@ -413,30 +414,48 @@ func (r *recorder) buildPeak() {
 		return
 	}
 	l := &Layout{Event: r.peakEvent, Line: r.peakLine, AtPeak: true}
-	if len(r.gone.blocks) > 0 {
-		l.Blocks = r.gone.blocks
-	}
 	if len(r.gone.regions) > 0 {
 		l.Regions = r.gone.regions
 	}
+	r.layout = r.fillLayout(l, &r.gone.blocks, r.peakEvent)
 	r.gone = peakGone{}
-	r.layout = r.fillLayout(l, r.peakEvent)
 }
 
-func (r *recorder) layoutBlock(slot int) LayoutBlock {
-	s, c := &r.slots[slot], &r.info[slot]
+func (r *recorder) layoutBlock(slot uint32) LayoutBlock {
+	s, c := r.slots.at(slot), r.info.at(slot)
 	return LayoutBlock{Addr: s.addr, Size: s.size, Requested: c.requested, Tag: c.tag}
 }
 
 // buildLayout returns the layout now.
-func (r *recorder) buildLayout() *Layout { return r.fillLayout(&Layout{}, math.MaxInt64) }
+func (r *recorder) buildLayout() *Layout { return r.fillLayout(&Layout{}, nil, math.MaxInt64) }
 
-// fillLayout adds to l the blocks and regions live now that began by the
-// event upTo, adds up its bytes and sorts it.
-func (r *recorder) fillLayout(l *Layout, upTo int64) *Layout {
-	for i := range r.slots {
-		if s := &r.slots[i]; s.size != 0 && s.start <= upTo {
-			l.Blocks = append(l.Blocks, r.layoutBlock(i))
+// fillLayout adds to l the blocks of gone (if not nil), then the blocks and
+// regions live now that began by the event upTo, adds up its bytes and
+// sorts it. The blocks are counted first, so that l.Blocks is allocated
+// once, at its size: it can be hundreds of thousands of blocks.
+func (r *recorder) fillLayout(l *Layout, gone *pagedList[LayoutBlock], upTo int64) *Layout {
+	n := 0
+	if gone != nil {
+		n = gone.n
+	}
+	for _, p := range r.slots.pages {
+		for i := range p {
+			if s := &p[i]; s.size != 0 && s.start <= upTo {
+				n++
+			}
+		}
+	}
+	if n > 0 {
+		l.Blocks = make([]LayoutBlock, 0, n)
+		if gone != nil {
+			l.Blocks = gone.appendTo(l.Blocks)
+		}
+		for k, p := range r.slots.pages {
+			for i := range p {
+				if s := &p[i]; s.size != 0 && s.start <= upTo {
+					l.Blocks = append(l.Blocks, r.layoutBlock(uint32(k<<slotPageBits+i)))
+				}
+			}
 		}
 	}
 	for a, g := range r.regions {
@@ -515,8 +534,8 @@ func (r *recorder) touchRange(addr, n uint64) {
 
 // paintBlock paints the block of slot, freed by the event end at the line
 // endLine.
-func (r *recorder) paintBlock(slot int, end, endLine int64) {
-	s := &r.slots[slot]
+func (r *recorder) paintBlock(slot uint32, end, endLine int64) {
+	s := r.slots.at(slot)
 	if end <= s.start {
 		end = s.start + 1 // allocated and freed by one event: draw it one event wide
 	}
@@ -529,7 +548,7 @@ func (r *recorder) paintBlock(slot int, end, endLine int64) {
 			return
 		}
 	}
-	c := &r.info[slot]
+	c := r.info.at(slot)
 	m := MemBlock{
 		Addr: s.addr, Size: s.size, Requested: c.requested,
 		Start: s.start, End: end, Tag: c.tag,
@@ -650,9 +669,11 @@ func (r *recorder) finish(events int64) (*Timeline, *Memmap, *Layout) {
 		r.buildPeak()
 	}
 	r.mm.Events = events
-	for i := range r.slots {
-		if r.slots[i].size != 0 {
-			r.paintBlock(i, events, 0)
+	for k, p := range r.slots.pages {
+		for i := range p {
+			if p[i].size != 0 {
+				r.paintBlock(uint32(k<<slotPageBits+i), events, 0)
+			}
 		}
 	}
 	addrs := make([]uint64, 0, len(r.regions))

@@ -206,7 +206,7 @@ type runner struct {
 	peakSnapshots bool
 	rec           *recorder // nil unless Config.Record
 
-	blocks []allocators.Block // by Slot; Size 0 means "no block"
+	blocks slotTable[allocators.Block] // by Slot; Size 0 means "no block"
 	// oomNext: the recorded program failed the next allocation.
 	oomNext bool
 
@@ -434,11 +434,11 @@ func (r *runner) apply(events []trace.Event, first int64) error {
 func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 	recordedOOM := r.oomNext
 	r.oomNext = false
-	if int(ev.Slot) >= len(r.blocks) {
-		r.blocks = append(r.blocks, make([]allocators.Block, int(ev.Slot)+1-len(r.blocks))...)
+	if int(ev.Slot) >= r.blocks.len() {
+		r.blocks.grow(ev.Slot)
 	}
 	if ev.Size == 0 {
-		r.blocks[ev.Slot] = allocators.Block{}
+		*r.blocks.at(ev.Slot) = allocators.Block{}
 		r.result.OKAllocs++
 		r.result.ZeroSizeAllocs++
 		r.emit(i, ev, allocators.Block{}, true)
@@ -476,7 +476,7 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 		if !errors.Is(err, allocators.ErrOutOfMemory) {
 			return fmt.Errorf("event %d (line %d): allocating %d bytes: %w", i, ev.Line, ev.Size, err)
 		}
-		r.blocks[ev.Slot] = allocators.Block{}
+		*r.blocks.at(ev.Slot) = allocators.Block{}
 		r.result.FailedAllocs++
 		if recordedOOM {
 			r.result.RecordedOOMs++
@@ -499,7 +499,7 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 		}
 		return nil
 	}
-	r.blocks[ev.Slot] = b
+	*r.blocks.at(ev.Slot) = b
 	r.result.OKAllocs++
 	if recordedOOM {
 		r.result.RecordedOOMs++
@@ -544,13 +544,14 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 }
 
 func (r *runner) doFree(ev *trace.Event, i int64) error {
-	b := r.blocks[ev.Slot]
+	bp := r.blocks.at(ev.Slot)
+	b := *bp
 	if b.Size == 0 {
 		// A size-0 allocation, or one that failed: nothing to give back.
 		r.emit(i, ev, b, true)
 		return nil
 	}
-	r.blocks[ev.Slot] = allocators.Block{}
+	*bp = allocators.Block{}
 	if r.chk != nil {
 		r.chk.onFree(ev.Size, b)
 	}
