@@ -37,6 +37,15 @@ type BatchSource interface {
 	NextBatch(dst []trace.Event) []trace.Event
 }
 
+// LendingSource is a Source that can also lend its events in place, as
+// *trace.Reader can (trace.Reader.NextLent), so that they reach the
+// allocators without being copied. It lends no events only at the end
+// (then Err tells why).
+type LendingSource interface {
+	Source
+	NextLent() trace.Lent
+}
+
 // AllocatorSpec names an allocator and its options.
 type AllocatorSpec struct {
 	Name    string
@@ -137,12 +146,24 @@ func Replay(ctx context.Context, src Source, cfg Config) ([]Result, error) {
 
 	type batch struct {
 		events []trace.Event
-		first  int64 // index of events[0] in the trace
+		lent   trace.Lent // what events were lent as, if they were
+		first  int64      // index of events[0] in the trace
 		refs   atomic.Int32
 	}
+	lender, lends := src.(LendingSource)
 	pool := make(chan *batch, 2*len(runners)+2)
+	if lends {
+		// A lent batch is a chunk of the input, thousands of events: a
+		// few in flight keep the allocators busy, and the Reader keeps
+		// room for that many.
+		pool = make(chan *batch, 4)
+	}
 	for range cap(pool) {
-		pool <- &batch{events: make([]trace.Event, 0, batchEvents)}
+		b := &batch{}
+		if !lends {
+			b.events = make([]trace.Event, 0, batchEvents)
+		}
+		pool <- b
 	}
 	chans := make([]chan *batch, len(runners))
 	var wg sync.WaitGroup
@@ -159,6 +180,8 @@ func Replay(ctx context.Context, src Source, cfg Config) ([]Result, error) {
 					}
 				}
 				if b.refs.Add(-1) == 0 {
+					b.lent.Return()
+					b.lent = trace.Lent{}
 					pool <- b
 				}
 			}
@@ -183,7 +206,11 @@ func Replay(ctx context.Context, src Source, cfg Config) ([]Result, error) {
 			break
 		}
 		b.events, b.first = b.events[:0], index
-		if bs, ok := src.(BatchSource); ok {
+		if lends {
+			b.lent = lender.NextLent()
+			b.events = b.lent.Events
+			more = len(b.events) > 0
+		} else if bs, ok := src.(BatchSource); ok {
 			b.events = bs.NextBatch(b.events)
 			more = len(b.events) == cap(b.events)
 		} else {

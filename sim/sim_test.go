@@ -230,6 +230,47 @@ func TestDeterministic(t *testing.T) {
 	assert.Equal(t, a, b)
 }
 
+// onlyNext hides every method of a Source but Next, Event and Err, so that
+// the engine reads it an event at a time.
+type onlyNext struct{ Source }
+
+// Events lent in place (a trace.Reader's, past its first few thousand
+// lines), copied in batches and taken one at a time replay alike, the
+// series recorded for the plots included, with every default allocator.
+func TestLentEventsReplayAlike(t *testing.T) {
+	var evs []trace.Event
+	for i := range uint64(40_000) {
+		evs = append(evs, alloc(i, 1+(i*7919)%100000))
+		if i >= 300 && i%3 != 0 {
+			evs = append(evs, free(i-300))
+		}
+	}
+	run := func(src Source) []Result {
+		cfg := config(1<<34, allocators.DefaultNames...)
+		cfg.Record = &RecordConfig{}
+		res, err := Replay(context.Background(), src, cfg)
+		require.NoError(t, err)
+		for i := range res {
+			zeroTimings(&res[i])
+			require.NotNil(t, res[i].Timeline)
+		}
+		return res
+	}
+	var _ LendingSource = reader(t, nil)
+	lent := run(reader(t, evs))
+	batched := run(batchOnly{onlyNext{reader(t, evs)}})
+	single := run(onlyNext{reader(t, evs)})
+	assert.Equal(t, single, lent)
+	assert.Equal(t, single, batched)
+}
+
+// batchOnly adds NextBatch to a source that hides NextLent.
+type batchOnly struct{ onlyNext }
+
+func (b batchOnly) NextBatch(dst []trace.Event) []trace.Event {
+	return b.Source.(*trace.Reader).NextBatch(dst)
+}
+
 func zeroTimings(r *Result) {
 	r.AllocLatency, r.FreeLatency, r.ReplaySeconds = Latency{Count: r.AllocLatency.Count}, Latency{Count: r.FreeLatency.Count}, 0
 }

@@ -28,6 +28,9 @@ const (
 	// maxDecodeWorkers bounds the workers; past a few the Reader's own
 	// checks are the limit.
 	maxDecodeWorkers = 4
+	// maxLentChunks is how many chunks NextLent's callers may hold
+	// without keeping the workers waiting.
+	maxLentChunks = 4
 )
 
 // pipelineStartLines is how many lines the Reader reads alone before it
@@ -68,7 +71,7 @@ type pipeline struct {
 // first, with name used in errors.
 func startPipeline(src io.Reader, first int64, name string) *pipeline {
 	workers := min(runtime.GOMAXPROCS(0), maxDecodeWorkers)
-	chunks := 2*workers + 2
+	chunks := 2*workers + 2 + maxLentChunks
 	p := &pipeline{
 		free:   make(chan *lineChunk, chunks),
 		work:   make(chan *lineChunk, chunks),

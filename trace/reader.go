@@ -257,11 +257,104 @@ func (r *Reader) NextBatch(dst []Event) []Event {
 	return dst
 }
 
+// Lent is a run of checked events that NextLent lends: the decoded events
+// of one chunk of the input, read in place rather than copied. The events
+// stay valid until Return, which gives their memory back to the Reader;
+// the caller must call it exactly once, from any goroutine.
+type Lent struct {
+	Events []Event
+	c      *lineChunk
+	p      *pipeline
+}
+
+// Return gives the events back to the Reader.
+func (l Lent) Return() {
+	if l.c != nil {
+		l.p.release(l.c)
+	}
+}
+
+// NextLent is NextBatch without the copy: it returns the next valid events
+// in the Reader's own memory, a chunk's worth (thousands) at a time once
+// the trace is past its first lines, and borrowed until Return. A few
+// chunks may be out at once; the Reader waits for one to come back
+// before it reads further than that. It returns no events only at the end
+// of the trace or at an error; Err tells which.
+func (r *Reader) NextLent() Lent {
+	if r.pipe == nil {
+		// The first lines, read without the pipeline, are copied.
+		var evs []Event
+		for len(evs) < lentBeforePipeline && r.pipe == nil && r.Next() {
+			evs = append(evs, r.ev)
+		}
+		if len(evs) > 0 || r.pipe == nil {
+			return Lent{Events: evs}
+		}
+	}
+	for r.err == nil {
+		c := r.chunk
+		if c == nil {
+			if c = r.pipe.next(); c == nil {
+				return Lent{} // stopped by Close
+			}
+			r.at, r.badAt = 0, 0
+		}
+		r.chunk = nil
+		evs := c.events
+		start := r.at
+		w := start
+		for r.at < len(evs) {
+			i := r.at
+			if i%prefetchAhead == 0 {
+				r.live.prefetch(evs[min(i+prefetchAhead, len(evs)):min(i+2*prefetchAhead, len(evs))])
+			}
+			ev := &evs[i]
+			r.at++
+			r.lineNo = ev.Line
+			var msg string
+			if r.badAt < len(c.bad) && c.bad[r.badAt].at == i {
+				msg = c.bad[r.badAt].msg
+				r.badAt++
+			} else {
+				msg = r.apply(ev)
+			}
+			if msg != "" {
+				if r.invalid(msg, ev.Line) {
+					break
+				}
+				continue
+			}
+			if w != i {
+				evs[w] = *ev
+			}
+			w++
+		}
+		if r.err == nil && r.at == len(evs) {
+			switch c.err {
+			case nil:
+			case io.EOF:
+				r.pipe.stop() // and the next call finds the order closed
+			default:
+				r.err = c.err
+			}
+		}
+		if w > start {
+			return Lent{Events: evs[start:w], c: c, p: r.pipe}
+		}
+		r.pipe.release(c)
+	}
+	return Lent{}
+}
+
 // prefetchAhead is how many events the Reader touches the live set for at
 // once, that many events ahead of the one being checked: enough loads in
 // one tight loop that they wait on memory together, and far enough ahead
 // that they have arrived when their turn comes.
 const prefetchAhead = 16
+
+// lentBeforePipeline is how many events NextLent copies at a time from
+// the lines the Reader reads before it starts the pipeline.
+const lentBeforePipeline = 2048
 
 // invalid handles the invalid line lineNo: it stops the Reader, and returns
 // true, unless invalid lines are skipped.

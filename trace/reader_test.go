@@ -17,7 +17,8 @@ import (
 // It reads text several times: alone, and with the lines decoded in
 // parallel from the first line and from the second (pipeline.go), each
 // event by itself and in batches (NextBatch), and fails unless all agree on
-// every event, the error, the summary and the skipped lines.
+// every event, the error, the summary and the skipped lines. It reads
+// lent events (NextLent) as well.
 func readAll(t *testing.T, text string, opts ...ReaderOption) ([]Event, *Reader, error) {
 	t.Helper()
 	evs, r, err := readWith(t, text, math.MaxInt64, opts...)
@@ -37,8 +38,46 @@ func readAll(t *testing.T, text string, opts ...ReaderOption) ([]Event, *Reader,
 		if r != nil {
 			require.Equal(t, r.Summary(), br.Summary(), "summary reading in batches, pipeline after line %d", start)
 		}
+		levs, lr, lerr := readLent(t, text, start, opts...)
+		require.Equal(t, evs, levs, "events lent, pipeline after line %d", start)
+		require.Equal(t, err, lerr, "error reading lent events, pipeline after line %d", start)
+		if r != nil {
+			require.Equal(t, r.Summary(), lr.Summary(), "summary reading lent events, pipeline after line %d", start)
+			require.Equal(t, r.SkippedErrors(), lr.SkippedErrors(), "skipped lines reading lent events, pipeline after line %d", start)
+		}
 	}
 	return evs, r, err
+}
+
+// readLent is readWith with NextLent, holding as many lent runs as the
+// Reader allows while it reads on, reading each only before it is
+// returned, and returning the last ones in the reverse order.
+func readLent(t *testing.T, text string, start int64, opts ...ReaderOption) ([]Event, *Reader, error) {
+	t.Helper()
+	return readUsing(t, text, start, func(r *Reader) []Event {
+		var evs []Event
+		var held []Lent
+		for {
+			l := r.NextLent()
+			if len(l.Events) == 0 {
+				break
+			}
+			held = append(held, l)
+			if len(held) == maxLentChunks {
+				evs = append(evs, held[0].Events...)
+				held[0].Return()
+				held = held[1:]
+			}
+		}
+		for _, l := range held {
+			evs = append(evs, l.Events...)
+		}
+		for i := len(held) - 1; i >= 0; i-- {
+			held[i].Return()
+		}
+		require.False(t, r.Next(), "Next after the last lent events")
+		return evs
+	}, opts...)
 }
 
 // readBatches is readWith with NextBatch, five events at a time.

@@ -335,6 +335,14 @@ func (s *progressSource) NextBatch(dst []trace.Event) []trace.Event {
 	return dst
 }
 
+// NextLent is NextBatch without the copy (sim.LendingSource).
+func (s *progressSource) NextLent() trace.Lent {
+	l := s.openedTrace.NextLent()
+	s.n += int64(len(l.Events))
+	s.p.events.Store(s.n)
+	return l
+}
+
 func (s *progressSource) Next() bool {
 	ok := s.openedTrace.Next()
 	if s.n++; s.n%progressEvery == 0 || !ok {

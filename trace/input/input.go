@@ -393,6 +393,15 @@ func (s *Stream) NextBatch(dst []trace.Event) []trace.Event {
 	return dst
 }
 
+// NextLent is trace.Reader.NextLent, noting the end as Next does.
+func (s *Stream) NextLent() trace.Lent {
+	l := s.Reader.NextLent()
+	if len(l.Events) == 0 {
+		s.ended = true
+	}
+	return l
+}
+
 // Stats returns what the importer reported of a converted recording
 // (pytorch.Stats, mtrace.Stats or malloclab.Stats) once the stream has been
 // read to its end without an error, else nil.
