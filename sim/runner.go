@@ -241,6 +241,17 @@ type runner struct {
 	// one is to be described at the end.
 	checkpoint allocators.Checkpointer
 	peakSaved  bool
+	// A peak that the next events are sure to pass need not be saved at
+	// all (risesAhead): on a trace whose peak creeps up, a free at a time,
+	// most are. peakUnsaved says the last peak was passed over so; should
+	// the rise fail to come (an allocation that fails), Replay replays the
+	// trace to it, as for peakStale. Only with Config.Reread (canSkip).
+	canSkip     bool
+	peakUnsaved bool
+	// batch is the batch being applied, and batchFirst the index of its
+	// first event: the events risesAhead looks at.
+	batch      []trace.Event
+	batchFirst int64
 
 	out     *bufio.Writer
 	outErr  error
@@ -300,6 +311,7 @@ func newRunner(spec AllocatorSpec, cfg Config) (*runner, error) {
 	if c, ok := a.(allocators.Checkpointer); ok && r.peakSnapshots && useCheckpoints {
 		r.checkpoint = c
 	}
+	r.canSkip = r.peakSnapshots && cfg.Reread != nil && skipPassedPeaks
 	if r.chk != nil {
 		if l, ok := a.(allocators.AlignmentLimiter); ok {
 			r.chk.maxAlign = l.MaxAlign()
@@ -366,6 +378,8 @@ func (r *runner) apply(events []trace.Event, first int64) error {
 	}
 	start := time.Now()
 	defer func() { r.busy += time.Since(start) }()
+	r.batch, r.batchFirst = events, first
+	defer func() { r.batch = nil }()
 	for j := range events {
 		ev := &events[j]
 		i := first + int64(j)
@@ -518,7 +532,7 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 	if r.inUse > r.result.PeakInUseBytes {
 		if r.peakSnapshots {
 			r.peakEvent, r.peakLine = i, ev.Line
-			r.peakPending = true
+			r.peakPending, r.peakUnsaved = true, false
 		}
 		if r.rec != nil {
 			r.rec.peak(i, ev.Line)
@@ -555,7 +569,11 @@ func (r *runner) doFree(ev *trace.Event, i int64) error {
 	if r.chk != nil {
 		r.chk.onFree(ev.Size, b)
 	}
-	r.takePeakSnapshot()
+	if r.peakPending && r.canSkip && r.risesAhead(i, r.inUse-b.Size) {
+		r.peakPending, r.peakUnsaved = false, true
+	} else {
+		r.takePeakSnapshot()
+	}
 	timed := r.freeUntil == 0
 	if timed {
 		r.freeUntil = r.sampleEvery
@@ -600,6 +618,63 @@ func (r *runner) takePeakSnapshot() {
 	r.snapChunks += int64(len(s.Chunks))
 	r.peakStale = false
 	r.result.PeakSnapshot = atPeak(s, r.peakEvent, r.peakLine)
+}
+
+// peakLookahead is how many events risesAhead looks at, at most: enough for
+// the next rise of a peak that creeps up between frees, and few enough that
+// looking costs less than saving the pool.
+const peakLookahead = 64
+
+// skipPassedPeaks lets the replay skip saving peaks that the next events
+// pass (risesAhead), and skipNeedsRoom has it skip only those it is sure
+// of; tests turn them off.
+var skipPassedPeaks, skipNeedsRoom = true, true
+
+// risesAhead reports whether the events after event i, in its batch and
+// at most peakLookahead of them, are sure to take bytes in use, inUse
+// after event i, above the peak, provided that every allocation among them
+// succeeds. It follows a lower bound: an allocation adds its request (a
+// block is never smaller); a free takes away the larger of the block its
+// slot holds now and its request (the block of an allocation made among
+// these events is not known, and whatever its slot held before is
+// no smaller than what this counts for it).
+//
+// An allocation that fails would leave the peak unpassed, and the trace to
+// be read again; so it answers no unless the pool's largest free block
+// holds the allocations up to the rise with room to spare: twice their
+// requests, and 1 KiB each for rounding.
+func (r *runner) risesAhead(i int64, inUse uint64) bool {
+	if r.largest == nil {
+		return false
+	}
+	room := r.largest.LargestFreeBytes()
+	rest := r.batch[i-r.batchFirst+1:]
+	rest = rest[:min(len(rest), peakLookahead)]
+	peak := r.result.PeakInUseBytes
+	var need uint64
+	for k := range rest {
+		ev := &rest[k]
+		switch ev.Op {
+		case trace.OpAlloc:
+			if ev.Size == 0 {
+				continue
+			}
+			if need += 2*ev.Size + 1<<10; skipNeedsRoom && (ev.Size > room || need > room) {
+				return false
+			}
+			inUse += ev.Size
+			if inUse > peak {
+				return true
+			}
+		case trace.OpFree:
+			n := ev.Size
+			if int(ev.Slot) < r.blocks.len() {
+				n = max(n, r.blocks.at(ev.Slot).Size)
+			}
+			inUse -= min(n, inUse)
+		}
+	}
+	return false
 }
 
 // atPeak marks s as the pool at the peak reached by event, on line: a peak
@@ -697,6 +772,10 @@ func (r *runner) emit(i int64, ev *trace.Event, b allocators.Block, ok bool) {
 // finish fills in the Result once the trace is done.
 func (r *runner) finish() error {
 	r.takePeakSnapshot()
+	if r.peakUnsaved {
+		// The rise that was to pass the last peak never came.
+		r.peakStale, r.peakSaved = true, false
+	}
 	if r.peakSaved {
 		r.result.PeakSnapshot = atPeak(r.checkpoint.CheckpointSnapshot(), r.peakEvent, r.peakLine)
 	}
