@@ -663,7 +663,7 @@ func (r *recorder) toRaster() {
 }
 
 // finish closes what is still live at the end of the trace and returns the
-// timeline, memory map and layout.
+// timeline, memory map and layout. The recorder is done with then.
 func (r *recorder) finish(events int64) (*Timeline, *Memmap, *Layout) {
 	if r.atPeak() {
 		r.buildPeak()
@@ -688,8 +688,10 @@ func (r *recorder) finish(events int64) (*Timeline, *Memmap, *Layout) {
 		r.mm.Raster = r.grid.raster(events, r.mm.Lo, r.mm.Hi)
 		r.mm.Large = r.large.sorted()
 	}
-	tl := r.timeline
-	return &tl, &r.mm, r.layout
+	// Copies, so that the results do not keep the recorder, and its
+	// tables of hundreds of thousands of slots, alive.
+	tl, mm := r.timeline, r.mm
+	return &tl, &mm, r.layout
 }
 
 // recordingSpace passes every call to the space under it and shows the

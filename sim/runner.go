@@ -771,6 +771,14 @@ func (r *runner) emit(i int64, ev *trace.Event, b allocators.Block, ok bool) {
 
 // finish fills in the Result once the trace is done.
 func (r *runner) finish() error {
+	res := &r.result
+	if r.rec != nil {
+		// First, so that the recorder's tables are garbage before the
+		// pool is described.
+		res.Timeline, res.Memmap, res.Layout = r.rec.finish(res.Events)
+		r.rec = nil
+	}
+	r.blocks = slotTable[allocators.Block]{}
 	r.takePeakSnapshot()
 	if r.peakUnsaved {
 		// The rise that was to pass the last peak never came.
@@ -779,7 +787,6 @@ func (r *runner) finish() error {
 	if r.peakSaved {
 		r.result.PeakSnapshot = atPeak(r.checkpoint.CheckpointSnapshot(), r.peakEvent, r.peakLine)
 	}
-	res := &r.result
 	st := r.space.Stats()
 	res.Space = st
 	res.FinalReservedBytes = st.ReservedBytes
@@ -793,9 +800,6 @@ func (r *runner) finish() error {
 	res.ReplaySeconds = r.busy.Seconds()
 	if r.stats != nil {
 		res.AllocatorStats = r.stats.Stats()
-	}
-	if r.rec != nil {
-		res.Timeline, res.Memmap, res.Layout = r.rec.finish(res.Events)
 	}
 	if r.chk != nil {
 		r.chk.accounting(r.inUse, st, res.AllocatorStats)
