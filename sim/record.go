@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/internal/paged"
 	"github.com/bfcsim/bfcsim/trace"
 )
 
@@ -269,8 +270,8 @@ type recorder struct {
 	timeline Timeline
 
 	// Live state, by trace slot and by reservation address.
-	slots   slotTable[recSlot] // what painting a freed block needs
-	info    slotTable[recInfo] // the rest, read only for blocks kept whole
+	slots   paged.Table[recSlot] // what painting a freed block needs
+	info    paged.Table[recInfo] // the rest, read only for blocks kept whole
 	regions map[uint64]recRegion
 
 	mm    Memmap
@@ -289,7 +290,7 @@ type recorder struct {
 // peakGone holds the blocks and regions live at the peak that have been
 // freed or released since.
 type peakGone struct {
-	blocks  pagedList[LayoutBlock]
+	blocks  paged.List[LayoutBlock]
 	regions []LayoutRegion
 }
 
@@ -326,22 +327,22 @@ func newRecorder(cfg RecordConfig, granule uint64) *recorder {
 func (r *recorder) atPeak() bool { return !r.cfg.AtEvent }
 
 func (r *recorder) alloc(slot uint32, b allocators.Block, requested uint64, tag string, id uint64, line int64) {
-	if int(slot) >= r.slots.len() {
-		r.slots.grow(slot)
-		r.info.grow(slot)
+	if int(slot) >= r.slots.Len() {
+		r.slots.Grow(slot)
+		r.info.Grow(slot)
 	}
-	*r.slots.at(slot) = recSlot{addr: b.Addr, size: b.Size, start: r.now}
-	*r.info.at(slot) = recInfo{requested: requested, tag: tag, id: id, line: line}
+	*r.slots.At(slot) = recSlot{addr: b.Addr, size: b.Size, start: r.now}
+	*r.info.At(slot) = recInfo{requested: requested, tag: tag, id: id, line: line}
 	r.mm.BlockCount++
 	r.touchRange(b.Addr, b.Size)
 }
 
 func (r *recorder) free(slot uint32, line int64) {
 	r.paintBlock(slot, r.now, line)
-	if s := r.slots.at(slot); r.hasPeak && s.start <= r.peakEvent {
-		r.gone.blocks.add(r.layoutBlock(slot))
+	if s := r.slots.At(slot); r.hasPeak && s.start <= r.peakEvent {
+		r.gone.blocks.Add(r.layoutBlock(slot))
 	}
-	*r.slots.at(slot) = recSlot{}
+	*r.slots.At(slot) = recSlot{}
 }
 
 func (r *recorder) reserve(addr, n uint64) {
@@ -382,7 +383,7 @@ func (r *recorder) peak(event, line int64) {
 		return
 	}
 	r.hasPeak, r.peakEvent, r.peakLine = true, event, line
-	r.gone.blocks.reset()
+	r.gone.blocks.Reset()
 	r.gone.regions = r.gone.regions[:0]
 }
 
@@ -422,7 +423,7 @@ func (r *recorder) buildPeak() {
 }
 
 func (r *recorder) layoutBlock(slot uint32) LayoutBlock {
-	s, c := r.slots.at(slot), r.info.at(slot)
+	s, c := r.slots.At(slot), r.info.At(slot)
 	return LayoutBlock{Addr: s.addr, Size: s.size, Requested: c.requested, Tag: c.tag}
 }
 
@@ -433,28 +434,24 @@ func (r *recorder) buildLayout() *Layout { return r.fillLayout(&Layout{}, nil, m
 // regions live now that began by the event upTo, adds up its bytes and
 // sorts it. The blocks are counted first, so that l.Blocks is allocated
 // once, at its size: it can be hundreds of thousands of blocks.
-func (r *recorder) fillLayout(l *Layout, gone *pagedList[LayoutBlock], upTo int64) *Layout {
+func (r *recorder) fillLayout(l *Layout, gone *paged.List[LayoutBlock], upTo int64) *Layout {
 	n := 0
 	if gone != nil {
-		n = gone.n
+		n = gone.Len()
 	}
-	for _, p := range r.slots.pages {
-		for i := range p {
-			if s := &p[i]; s.size != 0 && s.start <= upTo {
-				n++
-			}
+	for _, s := range r.slots.All() {
+		if s.size != 0 && s.start <= upTo {
+			n++
 		}
 	}
 	if n > 0 {
 		l.Blocks = make([]LayoutBlock, 0, n)
 		if gone != nil {
-			l.Blocks = gone.appendTo(l.Blocks)
+			l.Blocks = gone.AppendTo(l.Blocks)
 		}
-		for k, p := range r.slots.pages {
-			for i := range p {
-				if s := &p[i]; s.size != 0 && s.start <= upTo {
-					l.Blocks = append(l.Blocks, r.layoutBlock(uint32(k<<slotPageBits+i)))
-				}
+		for slot, s := range r.slots.All() {
+			if s.size != 0 && s.start <= upTo {
+				l.Blocks = append(l.Blocks, r.layoutBlock(slot))
 			}
 		}
 	}
@@ -535,7 +532,7 @@ func (r *recorder) touchRange(addr, n uint64) {
 // paintBlock paints the block of slot, freed by the event end at the line
 // endLine.
 func (r *recorder) paintBlock(slot uint32, end, endLine int64) {
-	s := r.slots.at(slot)
+	s := r.slots.At(slot)
 	if end <= s.start {
 		end = s.start + 1 // allocated and freed by one event: draw it one event wide
 	}
@@ -548,7 +545,7 @@ func (r *recorder) paintBlock(slot uint32, end, endLine int64) {
 			return
 		}
 	}
-	c := r.info.at(slot)
+	c := r.info.At(slot)
 	m := MemBlock{
 		Addr: s.addr, Size: s.size, Requested: c.requested,
 		Start: s.start, End: end, Tag: c.tag,
@@ -669,11 +666,9 @@ func (r *recorder) finish(events int64) (*Timeline, *Memmap, *Layout) {
 		r.buildPeak()
 	}
 	r.mm.Events = events
-	for k, p := range r.slots.pages {
-		for i := range p {
-			if p[i].size != 0 {
-				r.paintBlock(uint32(k<<slotPageBits+i), events, 0)
-			}
+	for slot, s := range r.slots.All() {
+		if s.size != 0 {
+			r.paintBlock(slot, events, 0)
 		}
 	}
 	addrs := make([]uint64, 0, len(r.regions))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/bfcsim/bfcsim/allocators"
 	"github.com/bfcsim/bfcsim/allocators/bfcdump"
+	"github.com/bfcsim/bfcsim/internal/paged"
 	"github.com/bfcsim/bfcsim/trace"
 )
 
@@ -206,7 +207,7 @@ type runner struct {
 	peakSnapshots bool
 	rec           *recorder // nil unless Config.Record
 
-	blocks slotTable[allocators.Block] // by Slot; Size 0 means "no block"
+	blocks paged.Table[allocators.Block] // by Slot; Size 0 means "no block"
 	// oomNext: the recorded program failed the next allocation.
 	oomNext bool
 
@@ -448,11 +449,11 @@ func (r *runner) apply(events []trace.Event, first int64) error {
 func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 	recordedOOM := r.oomNext
 	r.oomNext = false
-	if int(ev.Slot) >= r.blocks.len() {
-		r.blocks.grow(ev.Slot)
+	if int(ev.Slot) >= r.blocks.Len() {
+		r.blocks.Grow(ev.Slot)
 	}
 	if ev.Size == 0 {
-		*r.blocks.at(ev.Slot) = allocators.Block{}
+		*r.blocks.At(ev.Slot) = allocators.Block{}
 		r.result.OKAllocs++
 		r.result.ZeroSizeAllocs++
 		r.emit(i, ev, allocators.Block{}, true)
@@ -490,7 +491,7 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 		if !errors.Is(err, allocators.ErrOutOfMemory) {
 			return fmt.Errorf("event %d (line %d): allocating %d bytes: %w", i, ev.Line, ev.Size, err)
 		}
-		*r.blocks.at(ev.Slot) = allocators.Block{}
+		*r.blocks.At(ev.Slot) = allocators.Block{}
 		r.result.FailedAllocs++
 		if recordedOOM {
 			r.result.RecordedOOMs++
@@ -513,7 +514,7 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 		}
 		return nil
 	}
-	*r.blocks.at(ev.Slot) = b
+	*r.blocks.At(ev.Slot) = b
 	r.result.OKAllocs++
 	if recordedOOM {
 		r.result.RecordedOOMs++
@@ -558,7 +559,7 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 }
 
 func (r *runner) doFree(ev *trace.Event, i int64) error {
-	bp := r.blocks.at(ev.Slot)
+	bp := r.blocks.At(ev.Slot)
 	b := *bp
 	if b.Size == 0 {
 		// A size-0 allocation, or one that failed: nothing to give back.
@@ -668,8 +669,8 @@ func (r *runner) risesAhead(i int64, inUse uint64) bool {
 			}
 		case trace.OpFree:
 			n := ev.Size
-			if int(ev.Slot) < r.blocks.len() {
-				n = max(n, r.blocks.at(ev.Slot).Size)
+			if int(ev.Slot) < r.blocks.Len() {
+				n = max(n, r.blocks.At(ev.Slot).Size)
 			}
 			inUse -= min(n, inUse)
 		}
@@ -778,7 +779,7 @@ func (r *runner) finish() error {
 		res.Timeline, res.Memmap, res.Layout = r.rec.finish(res.Events)
 		r.rec = nil
 	}
-	r.blocks = slotTable[allocators.Block]{}
+	r.blocks = paged.Table[allocators.Block]{}
 	r.takePeakSnapshot()
 	if r.peakUnsaved {
 		// The rise that was to pass the last peak never came.
