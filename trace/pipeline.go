@@ -162,6 +162,11 @@ func (p *pipeline) cut(src io.Reader, line int64, name string) {
 func (p *pipeline) decodeChunks() {
 	d := decoder{tags: make(map[string]string)}
 	for c := range p.work {
+		if c.events == nil {
+			// Room for a chunk of short lines at once, rather than
+			// growing to it by copies.
+			c.events = make([]Event, 0, chunkBytes/32)
+		}
 		c.events, c.bad = c.events[:0], c.bad[:0]
 		line := c.first
 		for rest := c.buf; len(rest) > 0; line++ {

@@ -10,6 +10,8 @@ import (
 	"math/bits"
 	"strconv"
 	"sync/atomic"
+
+	"github.com/bfcsim/bfcsim/internal/paged"
 )
 
 // MaxLineBytes bounds one line of a trace. Event lines are a few dozen bytes;
@@ -102,7 +104,7 @@ type Reader struct {
 	kept      []*SyntaxError
 	sum       Summary
 	live      liveIDs
-	slots     []liveAlloc // by slot
+	slots     paged.Table[liveAlloc] // by slot
 	freeSlot  []uint32
 	// oomNext: a RecordedOOMMark mark came last, before any alloc.
 	oomNext  bool
@@ -493,20 +495,18 @@ func (r *Reader) apply(ev *Event) string {
 	case OpAlloc:
 		if r.sum.LiveBytes+ev.Size < r.sum.LiveBytes {
 			if slot, ok := r.live.get(ev.ID); ok {
-				return dupAlloc(ev.ID, r.slots[slot].line)
+				return dupAlloc(ev.ID, r.slots.At(slot).line)
 			}
 			return fmt.Sprintf("alloc of %d bytes would make more than 2^64 bytes live", ev.Size)
 		}
 		if had, ok := r.live.add(ev.ID, r.nextFree()); !ok {
-			return dupAlloc(ev.ID, r.slots[had].line)
+			return dupAlloc(ev.ID, r.slots.At(had).line)
 		}
 		ev.Slot = r.takeSlot()
 		refused := r.oomNext
 		r.oomNext = false
-		if int(ev.Slot) == len(r.slots) {
-			r.slots = append(r.slots, liveAlloc{})
-		}
-		r.slots[ev.Slot] = liveAlloc{size: ev.Size, line: ev.Line, refused: refused}
+		r.slots.Grow(ev.Slot)
+		*r.slots.At(ev.Slot) = liveAlloc{size: ev.Size, line: ev.Line, refused: refused}
 		s := &r.sum
 		s.Allocs++
 		if ev.Size == 0 {
@@ -525,7 +525,7 @@ func (r *Reader) apply(ev *Event) string {
 		if !ok {
 			return fmt.Sprintf("free of id %d that is not live", ev.ID)
 		}
-		a := r.slots[slot]
+		a := r.slots.At(slot)
 		r.freeSlot = append(r.freeSlot, slot)
 		ev.Size = a.size
 		ev.Slot = slot
