@@ -40,7 +40,7 @@ package allocators
 // request. With coalescing_regions, a region reserved right after another
 // joins its chunk chain, as with TF's virtual-memory sub-allocator.
 //
-// Data structures: chunks live in a slice and are named by index (TF's
+// Data structures: chunks live in a paged table and are named by index (TF's
 // ChunkHandle), with recycled indexes; each bin is a B+ tree keyed by
 // (size, address) (internal/bintree), so the search in step 2 is a
 // lower-bound lookup instead of TF's linear walk, with the same result; a
@@ -65,6 +65,7 @@ import (
 
 	"github.com/bfcsim/bfcsim/allocators/bfcdump"
 	"github.com/bfcsim/bfcsim/allocators/internal/bintree"
+	"github.com/bfcsim/bfcsim/internal/paged"
 )
 
 // Constants from the reference, with its names.
@@ -192,7 +193,8 @@ type BFC struct {
 	memoryLimit     uint64
 	maxInternalFrag uint64
 
-	chunks      []bfcChunk
+	chunks      paged.Table[bfcChunk] // by handle
+	nChunks     int32                 // handles made so far
 	freeHandles []int32
 	bins        [bfcNumBins]bintree.Tree // free chunks by (size, address)
 	nonEmpty    uint32                   // bit b set when bins[b] holds a chunk
@@ -286,7 +288,7 @@ func (b *BFC) Allocate(size, align uint64) (Block, error) {
 // index in its low 32 bits and its allocation id in the high 32, so that a
 // stale block (freed, its chunk since reused) is told from a live one.
 func (b *BFC) block(h int32) Block {
-	c := &b.chunks[h]
+	c := b.c(h)
 	return Block{Addr: c.ptr, Size: c.size, Handle: uint64(uint32(h)) | uint64(c.allocID)<<32}
 }
 
@@ -349,11 +351,11 @@ func (b *BFC) splitChunk(h int32, num uint64) {
 // Free releases a block following TF's DeallocateRawInternal.
 func (b *BFC) Free(blk Block) error {
 	idx, gen := uint32(blk.Handle), uint32(blk.Handle>>32)
-	if uint64(idx) >= uint64(len(b.chunks)) {
+	if idx >= uint32(b.nChunks) {
 		return fmt.Errorf("%w: bfc has no chunk in use at %#x", ErrNotLive, blk.Addr)
 	}
 	h := int32(idx)
-	if c := &b.chunks[h]; !c.inUse() || c.ptr != blk.Addr || uint32(c.allocID) != gen {
+	if c := b.c(h); !c.inUse() || c.ptr != blk.Addr || uint32(c.allocID) != gen {
 		return fmt.Errorf("%w: bfc has no chunk in use at %#x", ErrNotLive, blk.Addr)
 	}
 	c := b.w(h)
@@ -367,11 +369,11 @@ func (b *BFC) Free(blk Block) error {
 // tryToCoalesce merges chunk h with its free neighbours, next first, then
 // previous, and returns the surviving chunk (TF's TryToCoalesce).
 func (b *BFC) tryToCoalesce(h int32) int32 {
-	if n := b.chunks[h].next; n != noChunk && !b.chunks[n].inUse() {
+	if n := b.c(h).next; n != noChunk && !b.c(n).inUse() {
 		b.removeFromBin(n)
 		b.merge(h, n)
 	}
-	if p := b.chunks[h].prev; p != noChunk && !b.chunks[p].inUse() {
+	if p := b.c(h).prev; p != noChunk && !b.c(p).inUse() {
 		b.removeFromBin(p)
 		b.merge(p, h)
 		h = p
@@ -381,7 +383,7 @@ func (b *BFC) tryToCoalesce(h int32) int32 {
 
 // merge folds chunk h2 into h1, its physical predecessor.
 func (b *BFC) merge(h1, h2 int32) {
-	c1, c2 := b.w(h1), &b.chunks[h2]
+	c1, c2 := b.w(h1), b.c(h2)
 	c1.size += c2.size
 	c1.next = c2.next
 	if c2.next != noChunk {
@@ -397,9 +399,10 @@ func (b *BFC) newChunk() int32 {
 		*b.w(h) = bfcChunk{bin: -1, prev: noChunk, next: noChunk}
 		return h
 	}
-	b.chunks = append(b.chunks, bfcChunk{bin: -1, prev: noChunk, next: noChunk})
-	h := int32(len(b.chunks) - 1)
-	b.w(h)
+	h := b.nChunks
+	b.nChunks++
+	b.chunks.Grow(uint32(h))
+	*b.w(h) = bfcChunk{bin: -1, prev: noChunk, next: noChunk}
 	return h
 }
 
@@ -526,8 +529,8 @@ func (b *BFC) addRegion(addr, size uint64) {
 		r := &b.regions[i-1]
 		r.size += size
 		last := r.first
-		for b.chunks[last].next != noChunk {
-			last = b.chunks[last].next
+		for b.c(last).next != noChunk {
+			last = b.c(last).next
 		}
 		b.w(last).next = h
 		b.w(h).prev = last
@@ -577,7 +580,7 @@ func (b *BFC) deallocateFreeRegions(rounded uint64) bool {
 // regionIsFree: free chunks always coalesce, so a region with nothing in use
 // is exactly one free chunk spanning it.
 func (b *BFC) regionIsFree(r bfcRegion) bool {
-	c := &b.chunks[r.first]
+	c := b.c(r.first)
 	return !c.inUse() && c.size == r.size
 }
 
@@ -612,8 +615,8 @@ func (b *BFC) Regions() int { return len(b.regions) }
 // WalkChunks lists every chunk of every region in address order.
 func (b *BFC) WalkChunks(fn func(Chunk)) {
 	for ri, r := range b.regions {
-		for h := r.first; h != noChunk; h = b.chunks[h].next {
-			c := &b.chunks[h]
+		for h := r.first; h != noChunk; h = b.c(h).next {
+			c := b.c(h)
 			ch := Chunk{Addr: c.ptr, Size: c.size, InUse: c.inUse(), Bin: int(c.bin), Region: ri}
 			if ch.InUse {
 				ch.Requested = c.requested
@@ -649,11 +652,11 @@ func (b *BFC) Snapshot() *bfcdump.Snapshot {
 	// checkpoint's copy, which keeps no free list): grown by append, the
 	// description of a pool of a million chunks would allocate five times
 	// its size on the way.
-	s.Chunks = make([]bfcdump.Chunk, 0, len(b.chunks)-len(b.freeHandles))
+	s.Chunks = make([]bfcdump.Chunk, 0, int(b.nChunks)-len(b.freeHandles))
 	for i, r := range b.regions {
 		s.Regions[i] = bfcdump.Region{Addr: r.ptr, Size: r.size}
-		for h := r.first; h != noChunk; h = b.chunks[h].next {
-			c := &b.chunks[h]
+		for h := r.first; h != noChunk; h = b.c(h).next {
+			c := b.c(h)
 			s.Chunks = append(s.Chunks, bfcdump.Chunk{
 				Addr: c.ptr, Size: c.size, Requested: c.requested,
 				InUse: c.inUse(), Bin: int(c.bin),
@@ -667,29 +670,35 @@ func (b *BFC) Snapshot() *bfcdump.Snapshot {
 // differs from its saved copy, so that the next Checkpoint copies only the
 // chunks changed since the last.
 func (b *BFC) w(h int32) *bfcChunk {
-	if cp := b.cp; cp != nil && (int(h) >= len(cp.dirty) || !cp.dirty[h]) {
+	if cp := b.cp; cp != nil && !cp.isDirty(h) {
 		cp.mark(h)
 	}
-	return &b.chunks[h]
+	return b.chunks.At(uint32(h))
 }
+
+// c returns chunk h for reading.
+func (b *BFC) c(h int32) *bfcChunk { return b.chunks.At(uint32(h)) }
 
 // bfcCheckpoint is a saved copy of what Snapshot describes.
 type bfcCheckpoint struct {
-	chunks  []bfcChunk
+	chunks  paged.Table[bfcChunk]
+	n       int32 // chunks saved
 	regions []bfcRegion
 	tfCounters
 	poolBytes, currRegionBytes uint64
 	failed                     *bfcdump.Request
 	// dirty[h]: chunk h changed since the copy; changed lists them.
-	dirty   []bool
+	dirty   paged.Table[bool]
 	changed []int32
 }
 
+func (cp *bfcCheckpoint) isDirty(h int32) bool {
+	return int(h) < cp.dirty.Len() && *cp.dirty.At(uint32(h))
+}
+
 func (cp *bfcCheckpoint) mark(h int32) {
-	if int(h) >= len(cp.dirty) {
-		cp.dirty = append(cp.dirty, make([]bool, int(h)+1-len(cp.dirty))...)
-	}
-	cp.dirty[h] = true
+	cp.dirty.Grow(uint32(h))
+	*cp.dirty.At(uint32(h)) = true
 	cp.changed = append(cp.changed, h)
 }
 
@@ -704,17 +713,21 @@ func (b *BFC) Checkpoint() {
 	if cp == nil {
 		cp = &bfcCheckpoint{}
 		b.cp = cp
-		cp.chunks = append(cp.chunks, b.chunks...)
+		for h := range uint32(b.nChunks) {
+			cp.chunks.Grow(h)
+			*cp.chunks.At(h) = *b.chunks.At(h)
+		}
 	} else {
-		if n := len(b.chunks); n > len(cp.chunks) {
-			cp.chunks = append(cp.chunks, make([]bfcChunk, n-len(cp.chunks))...)
+		if b.nChunks > 0 {
+			cp.chunks.Grow(uint32(b.nChunks - 1))
 		}
 		for _, h := range cp.changed {
-			cp.chunks[h] = b.chunks[h]
-			cp.dirty[h] = false
+			*cp.chunks.At(uint32(h)) = *b.chunks.At(uint32(h))
+			*cp.dirty.At(uint32(h)) = false
 		}
 		cp.changed = cp.changed[:0]
 	}
+	cp.n = b.nChunks
 	cp.regions = append(cp.regions[:0], b.regions...)
 	cp.tfCounters = b.tfCounters
 	cp.poolBytes, cp.currRegionBytes = b.poolBytes, b.currRegionBytes
@@ -733,7 +746,7 @@ func (b *BFC) CheckpointSnapshot() *bfcdump.Snapshot {
 		return nil
 	}
 	saved := &BFC{
-		chunks: cp.chunks, regions: cp.regions, tfCounters: cp.tfCounters,
+		chunks: cp.chunks, nChunks: cp.n, regions: cp.regions, tfCounters: cp.tfCounters,
 		memoryLimit: b.memoryLimit, poolBytes: cp.poolBytes, currRegionBytes: cp.currRegionBytes,
 		failed: cp.failed,
 	}
