@@ -3,6 +3,7 @@ package trace
 import (
 	"bytes"
 	"encoding/binary"
+	"math/bits"
 )
 
 // Most lines of a large trace are allocs and frees exactly as Writer (and so
@@ -55,6 +56,9 @@ func (d *decoder) canonical(ev *Event, line []byte) bool {
 		if bytes.HasPrefix(line[i:], canonTag) {
 			i += len(canonTag)
 			start := i
+			for i+8 <= len(line) && !stopsString(binary.LittleEndian.Uint64(line[i:])) {
+				i += 8
+			}
 			for i < len(line) {
 				c := line[i]
 				if c == '"' {
@@ -128,6 +132,13 @@ func canonTimeStream(ev *Event, line []byte, i int) (int, bool) {
 // in a canonical line always follows its key.
 func canonUint(line []byte, i int) (uint64, int, bool) {
 	j := i
+	for j+8 <= len(line) && j-i < 19 {
+		k := leadingDigits(binary.LittleEndian.Uint64(line[j:]))
+		j += k
+		if k < 8 {
+			break
+		}
+	}
 	for j < len(line) && j-i < 19 && line[j]-'0' <= 9 {
 		j++
 	}
@@ -144,6 +155,33 @@ func canonUint(line []byte, i int) (uint64, int, bool) {
 			return v, j, true
 		}
 	}
+}
+
+// Eight bytes at a time, as a little-endian word: the masks below look at
+// every byte at once.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// leadingDigits returns how many of w's bytes, from its first, are ASCII
+// digits before one that is not (8 if all are). A byte is a digit if its
+// high nibble is 3 and stays 3 when 6 is added (0x30 to 0x39). The sums
+// carry from one byte into the next only out of a byte of 0xfa or more,
+// which is not a digit, and so only past the first byte that is not.
+func leadingDigits(w uint64) int {
+	const nibbles = 0xf0 * ones
+	m := (w&nibbles ^ 0x30*ones) | ((w+6*ones)&nibbles ^ 0x30*ones) // 0 for digits
+	m = (m&(0x7f*ones) + 0x7f*ones | m) & highs                    // high bit for the rest
+	return bits.TrailingZeros64(m) / 8
+}
+
+// stopsString reports whether any of w's bytes ends the plain run of a
+// canonical string: a quote, a backslash, a control byte or a non-ASCII
+// byte. It is exact as to whether there is one, not which.
+func stopsString(w uint64) bool {
+	hasZero := func(v uint64) uint64 { return (v - ones) &^ v & highs }
+	return (w&highs | (w-0x20*ones)&^w&highs | hasZero(w^'"'*ones) | hasZero(w^'\\'*ones)) != 0
 }
 
 // digits8 returns the value of the n digits (1 to 8) that end at

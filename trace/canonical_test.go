@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -86,4 +87,52 @@ func FuzzCanonical(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) { checkCanonical(t, line) })
+}
+
+// leadingDigits and stopsString agree with the byte-by-byte definitions for
+// every byte value at every position of a word, and for random words made
+// mostly of digits or of tag characters.
+func TestWordScans(t *testing.T) {
+	check := func(b [8]byte) {
+		w := binary.LittleEndian.Uint64(b[:])
+		n := 0
+		for n < 8 && b[n]-'0' <= 9 {
+			n++
+		}
+		require.Equal(t, n, leadingDigits(w), "% x", b)
+		stops := false
+		for _, c := range b {
+			stops = stops || c == '"' || c == '\\' || c < 0x20 || c >= 0x80
+		}
+		require.Equal(t, stops, stopsString(w), "% x", b)
+	}
+	for _, fill := range []byte{'7', 'a', '0', '9'} {
+		for pos := range 8 {
+			for v := range 256 {
+				var b [8]byte
+				for i := range b {
+					b[i] = fill
+				}
+				b[pos] = byte(v)
+				check(b)
+				if pos < 7 {
+					b[pos+1] = 0xff // a carry out of the byte after
+					check(b)
+				}
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const alphabet = "0123456789/:az_.+\"\\\x00\x1f\x7f\x80\xfa\xff"
+	for range 200_000 {
+		var b [8]byte
+		for i := range b {
+			if rng.IntN(4) == 0 {
+				b[i] = alphabet[rng.IntN(len(alphabet))]
+			} else {
+				b[i] = '0' + byte(rng.IntN(10))
+			}
+		}
+		check(b)
+	}
 }
