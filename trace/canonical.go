@@ -172,7 +172,7 @@ const (
 func leadingDigits(w uint64) int {
 	const nibbles = 0xf0 * ones
 	m := (w&nibbles ^ 0x30*ones) | ((w+6*ones)&nibbles ^ 0x30*ones) // 0 for digits
-	m = (m&(0x7f*ones) + 0x7f*ones | m) & highs                    // high bit for the rest
+	m = (m&(0x7f*ones) + 0x7f*ones | m) & highs                     // high bit for the rest
 	return bits.TrailingZeros64(m) / 8
 }
 
