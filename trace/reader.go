@@ -164,6 +164,9 @@ func (r *Reader) Next() bool {
 		}
 		line, ok := r.readLine()
 		if !ok {
+			if r.err == nil {
+				r.forgetLive()
+			}
 			return false
 		}
 		if isBlank(line) {
@@ -207,6 +210,7 @@ func (r *Reader) nextDecoded() *Event {
 				continue
 			case err == io.EOF:
 				r.pipe.stop()
+				r.forgetLive()
 				return nil
 			default:
 				r.err = err
@@ -336,6 +340,7 @@ func (r *Reader) NextLent() Lent {
 			case nil:
 			case io.EOF:
 				r.pipe.stop() // and the next call finds the order closed
+				r.forgetLive()
 			default:
 				r.err = c.err
 			}
@@ -394,6 +399,16 @@ func (r *Reader) BytesRead() int64 { return r.raw.n.Load() }
 
 // Name returns the name the Reader was created with.
 func (r *Reader) Name() string { return r.name }
+
+// forgetLive lets go of the tables of live allocations at the end of the
+// trace, where no event is left to check against them: for a trace of a
+// million live allocations, tens of megabytes that a replay's report,
+// plots and memory dumps are then built beside.
+func (r *Reader) forgetLive() {
+	r.live = liveIDs{}
+	r.slots = paged.Table[liveAlloc]{}
+	r.freeSlot = nil
+}
 
 // Close releases the decompressor. It does not close the underlying reader.
 func (r *Reader) Close() error {
