@@ -391,30 +391,30 @@ func writeReportDir(ctx context.Context, dir string, rep report.Report, runs []r
 		}
 		names[i] = name
 	}
+	// The memory dumps are made beside the plots, on every core: a dump
+	// of a large pool is as much work as the plots together.
+	var jobs []*rendered
 	for i := range runs {
 		for j := range runs[i].Results {
 			r := &runs[i].Results[j]
 			files := []struct {
-				kind string
-				snap *bfcdump.Snapshot
-				fn   func(io.Writer, *bfcdump.Snapshot) error
+				kind   string
+				snap   *bfcdump.Snapshot
+				render func(*bfcdump.Snapshot) ([]byte, error)
 			}{
-				{"peak.memdump", r.PeakSnapshot, writeMemoryDump},
-				{"oom.memdump", r.OOMSnapshot, writeMemoryDump},
-				{"oom.log", r.OOMSnapshot, bfcdump.WriteMemoryLog},
+				{"peak.memdump", r.PeakSnapshot, bfcdump.Marshal},
+				{"oom.memdump", r.OOMSnapshot, bfcdump.Marshal},
+				{"oom.log", r.OOMSnapshot, memoryLog},
 			}
 			for _, f := range files {
-				if f.snap == nil {
-					continue
-				}
-				name := report.DumpFileName(names[i], r.Allocator, f.kind)
-				if err := out.write(name, func(w io.Writer) error { return f.fn(w, f.snap) }); err != nil {
-					return err
+				if f.snap != nil {
+					jobs = append(jobs, &rendered{file: report.DumpFileName(names[i], r.Allocator, f.kind),
+						render: func() ([]byte, error) { return f.render(f.snap) }})
 				}
 			}
 		}
 	}
-	figs, err := writePlots(out, rep, names)
+	figs, err := writePlots(out, rep, names, jobs)
 	if err != nil {
 		return err
 	}
@@ -448,15 +448,14 @@ var plotTitles = map[string]string{
 // dir and returns them as figures for index.html. A per-allocator plot is
 // left out for an allocator that has nothing to draw (an occupancy map
 // when nothing was ever allocated). The plots are drawn on every core, a
-// plot to a core at a time; the files are written, and the figures listed,
-// in one fixed order.
-func writePlots(out *outputDir, rep report.Report, names []string) ([]report.HTMLFigure, error) {
+// plot to a core at a time, after the files of before and beside them;
+// the files are written, and the figures listed, in one fixed order.
+func writePlots(out *outputDir, rep report.Report, names []string, before []*rendered) ([]report.HTMLFigure, error) {
 	type plot struct {
 		trace        int
 		alloc, kind  string
 		format, file string
-		buf          bytes.Buffer
-		err          error
+		job          *rendered
 	}
 	var plots []*plot
 	for i := range rep.Traces {
@@ -473,52 +472,37 @@ func writePlots(out *outputDir, rep report.Report, names []string) ([]report.HTM
 			}
 			for _, a := range allocs {
 				for _, format := range report.PlotFormats {
-					plots = append(plots, &plot{trace: i, alloc: a, kind: kind, format: format,
-						file: report.PlotFileName(names[i], a, kind, format)})
+					p := &plot{trace: i, alloc: a, kind: kind, format: format,
+						file: report.PlotFileName(names[i], a, kind, format)}
+					p.job = &rendered{file: p.file, render: func() ([]byte, error) {
+						var buf bytes.Buffer
+						if err := report.WritePlot(&buf, tr, report.PlotOptions{Kind: p.kind, Allocator: p.alloc}, p.format); err != nil {
+							return nil, fmt.Errorf("plotting %s of %s: %w", p.kind, tr.Name, err)
+						}
+						return buf.Bytes(), nil
+					}}
+					plots = append(plots, p)
 				}
 			}
 		}
 	}
-
-	next := make(chan *plot)
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(plots)) {
-		wg.Go(func() {
-			for p := range next {
-				if p.err = out.ctx.Err(); p.err != nil {
-					continue
-				}
-				tr := &rep.Traces[p.trace]
-				if err := report.WritePlot(&p.buf, tr, report.PlotOptions{Kind: p.kind, Allocator: p.alloc}, p.format); err != nil {
-					p.err = fmt.Errorf("plotting %s of %s: %w", p.kind, tr.Name, err)
-				}
-			}
-		})
-	}
+	jobs := before
 	for _, p := range plots {
-		next <- p
+		jobs = append(jobs, p.job)
 	}
-	close(next)
-	wg.Wait()
+	if err := renderAll(out, jobs); err != nil {
+		return nil, err
+	}
 
 	var figs []report.HTMLFigure
 	for _, p := range plots {
-		if p.err != nil {
-			return nil, p.err
-		}
-		if err := out.write(p.file, func(w io.Writer) error {
-			_, err := w.Write(p.buf.Bytes())
-			return err
-		}); err != nil {
-			return nil, err
-		}
 		// A figure's formats are consecutive: its first starts it.
 		if n := len(figs); n == 0 || figs[n-1].Trace != p.trace || figs[n-1].Allocator != p.alloc || figs[n-1].Kind != p.kind {
 			figs = append(figs, report.HTMLFigure{Trace: p.trace, Allocator: p.alloc, Kind: p.kind, Title: plotTitles[p.kind]})
 		}
 		fig := &figs[len(figs)-1]
 		if p.format == "png" {
-			fig.PNG, fig.PNGFile = p.buf.Bytes(), p.file
+			fig.PNG, fig.PNGFile = p.job.data, p.file
 		} else {
 			fig.SVGFile = p.file
 		}
@@ -526,13 +510,52 @@ func writePlots(out *outputDir, rep report.Report, names []string) ([]report.HTM
 	return figs, nil
 }
 
-func writeMemoryDump(w io.Writer, s *bfcdump.Snapshot) error {
-	data, err := bfcdump.Marshal(s)
-	if err != nil {
-		return err
+// rendered is an output file that render makes in memory.
+type rendered struct {
+	file   string
+	render func() ([]byte, error)
+	data   []byte
+	err    error
+}
+
+// renderAll renders jobs on every core, a job to a core at a time, in
+// order, and then writes their files in that order.
+func renderAll(out *outputDir, jobs []*rendered) error {
+	next := make(chan *rendered)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
+		wg.Go(func() {
+			for j := range next {
+				if j.err = out.ctx.Err(); j.err == nil {
+					j.data, j.err = j.render()
+				}
+			}
+		})
 	}
-	_, err = w.Write(data)
-	return err
+	for _, j := range jobs {
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+	for _, j := range jobs {
+		if j.err != nil {
+			return j.err
+		}
+		if err := out.write(j.file, func(w io.Writer) error {
+			_, err := w.Write(j.data)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// memoryLog renders s as TensorFlow's OOM log.
+func memoryLog(s *bfcdump.Snapshot) ([]byte, error) {
+	var buf bytes.Buffer
+	err := bfcdump.WriteMemoryLog(&buf, s)
+	return buf.Bytes(), err
 }
 
 // eventsSink collects per-event results: each allocator's worker writes its
