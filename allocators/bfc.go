@@ -61,6 +61,7 @@ package allocators
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 
 	"github.com/bfcsim/bfcsim/allocators/bfcdump"
@@ -177,6 +178,9 @@ type bfcChunk struct {
 	prev      int32  // physically previous chunk in the region chain, or noChunk
 	next      int32  // physically next chunk, or noChunk
 	bin       int8   // the bin holding it, or -1 if in use
+	// saved is the generation of the checkpoint kept (bfcCheckpoint.gen)
+	// when the chunk was last noted as changed since it.
+	saved uint32
 }
 
 func (c *bfcChunk) inUse() bool { return c.allocID != -1 }
@@ -396,18 +400,21 @@ func (b *BFC) newChunk() int32 {
 	if k := len(b.freeHandles); k > 0 {
 		h := b.freeHandles[k-1]
 		b.freeHandles = b.freeHandles[:k-1]
-		*b.w(h) = bfcChunk{bin: -1, prev: noChunk, next: noChunk}
+		c := b.w(h)
+		*c = bfcChunk{bin: -1, prev: noChunk, next: noChunk, saved: c.saved}
 		return h
 	}
 	h := b.nChunks
 	b.nChunks++
 	b.chunks.Grow(uint32(h))
-	*b.w(h) = bfcChunk{bin: -1, prev: noChunk, next: noChunk}
+	c := b.w(h)
+	*c = bfcChunk{bin: -1, prev: noChunk, next: noChunk, saved: c.saved}
 	return h
 }
 
 func (b *BFC) deleteChunk(h int32) {
-	*b.w(h) = bfcChunk{allocID: -1, bin: -1, prev: noChunk, next: noChunk}
+	c := b.w(h)
+	*c = bfcChunk{allocID: -1, bin: -1, prev: noChunk, next: noChunk, saved: c.saved}
 	b.freeHandles = append(b.freeHandles, h)
 }
 
@@ -668,12 +675,15 @@ func (b *BFC) Snapshot() *bfcdump.Snapshot {
 
 // w returns chunk h for writing. Once a checkpoint is kept, it notes that h
 // differs from its saved copy, so that the next Checkpoint copies only the
-// chunks changed since the last.
+// chunks changed since the last. The note is kept in the chunk itself,
+// which the write touches anyway.
 func (b *BFC) w(h int32) *bfcChunk {
-	if cp := b.cp; cp != nil && !cp.isDirty(h) {
-		cp.mark(h)
+	c := b.chunks.At(uint32(h))
+	if cp := b.cp; cp != nil && c.saved != cp.gen {
+		c.saved = cp.gen
+		cp.changed = append(cp.changed, h)
 	}
-	return b.chunks.At(uint32(h))
+	return c
 }
 
 // c returns chunk h for reading.
@@ -687,19 +697,10 @@ type bfcCheckpoint struct {
 	tfCounters
 	poolBytes, currRegionBytes uint64
 	failed                     *bfcdump.Request
-	// dirty[h]: chunk h changed since the copy; changed lists them.
-	dirty   paged.Table[bool]
+	// changed lists the chunks changed since the copy: those whose saved
+	// is gen, which each copy moves on.
 	changed []int32
-}
-
-func (cp *bfcCheckpoint) isDirty(h int32) bool {
-	return int(h) < cp.dirty.Len() && *cp.dirty.At(uint32(h))
-}
-
-func (cp *bfcCheckpoint) mark(h int32) {
-	cp.dirty.Grow(uint32(h))
-	*cp.dirty.At(uint32(h)) = true
-	cp.changed = append(cp.changed, h)
+	gen     uint32
 }
 
 var _ Checkpointer = (*BFC)(nil)
@@ -710,12 +711,16 @@ var _ Checkpointer = (*BFC)(nil)
 // copy of the pool plus the changes, not a copy per peak.
 func (b *BFC) Checkpoint() {
 	cp := b.cp
-	if cp == nil {
-		cp = &bfcCheckpoint{}
+	if cp == nil || cp.gen == math.MaxUint32 {
+		// The first copy, or one after four billion: every chunk is
+		// copied, and the generations start again.
+		cp = &bfcCheckpoint{gen: 1}
 		b.cp = cp
 		for h := range uint32(b.nChunks) {
+			c := b.chunks.At(h)
+			c.saved = 0
 			cp.chunks.Grow(h)
-			*cp.chunks.At(h) = *b.chunks.At(h)
+			*cp.chunks.At(h) = *c
 		}
 	} else {
 		if b.nChunks > 0 {
@@ -723,9 +728,9 @@ func (b *BFC) Checkpoint() {
 		}
 		for _, h := range cp.changed {
 			*cp.chunks.At(uint32(h)) = *b.chunks.At(uint32(h))
-			*cp.dirty.At(uint32(h)) = false
 		}
 		cp.changed = cp.changed[:0]
+		cp.gen++
 	}
 	cp.n = b.nChunks
 	cp.regions = append(cp.regions[:0], b.regions...)

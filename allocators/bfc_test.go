@@ -1,6 +1,7 @@
 package allocators
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -88,5 +89,39 @@ func TestBFCLargestFreeBytesIsCurrent(t *testing.T) {
 			}
 		})
 		require.Equal(t, want, b.LargestFreeBytes(), "after step %d", step)
+	}
+}
+
+// A checkpoint describes the pool as it was when saved, through random
+// allocations and frees between saves, and across the wrap of the
+// checkpoints' generation count, where every chunk is copied again.
+func TestCheckpointSnapshot(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	b := NewBFC(NewVirtualSpace(64<<30, CostModel{}, FirstFit), BFCConfig{AllowGrowth: true})
+	var live []Block
+	for round := range 60 {
+		for range rng.IntN(300) {
+			if len(live) > 0 && rng.IntN(2) == 0 {
+				i := rng.IntN(len(live))
+				require.NoError(t, b.Free(live[i]))
+				live[i] = live[len(live)-1]
+				live = live[:len(live)-1]
+			} else {
+				blk, err := b.Allocate(1+rng.Uint64N(1<<20), 0)
+				require.NoError(t, err)
+				live = append(live, blk)
+			}
+		}
+		b.Checkpoint()
+		want := b.Snapshot()
+		if round == 30 {
+			b.cp.gen = math.MaxUint32 - 1 // the next two saves wrap it
+		}
+		for range rng.IntN(100) { // changes after the save are not in it
+			blk, err := b.Allocate(1+rng.Uint64N(1<<16), 0)
+			require.NoError(t, err)
+			live = append(live, blk)
+		}
+		require.Equal(t, want, b.CheckpointSnapshot(), "round %d", round)
 	}
 }
