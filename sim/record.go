@@ -387,15 +387,6 @@ func (r *recorder) peak(event, line int64) {
 	r.gone.regions = r.gone.regions[:0]
 }
 
-// after is called once an event is applied.
-func (r *recorder) after(i, line int64, live, inUse, reserved uint64, frag float64, failed bool) {
-	r.timeline.add(i, r.cfg.Points, live, inUse, reserved, frag, failed)
-	if r.cfg.AtEvent && r.cfg.LayoutEvent == i {
-		r.layout = r.buildLayout()
-		r.layout.Event, r.layout.Line = i, line
-	}
-}
-
 func (r *recorder) mark(i int64, ev *trace.Event) {
 	t := &r.timeline
 	if ev.Op == trace.OpStep {
@@ -693,7 +684,7 @@ func (r *recorder) finish(events int64) (*Timeline, *Memmap, *Layout) {
 // reservations to the recorder.
 type recordingSpace struct {
 	allocators.Space
-	rec *recorder
+	rec *recQueue
 }
 
 func (s recordingSpace) Reserve(n uint64) (uint64, error) {

@@ -205,7 +205,7 @@ type runner struct {
 	spaceOptions map[string]any
 	// peakSnapshots: take Result.PeakSnapshot.
 	peakSnapshots bool
-	rec           *recorder // nil unless Config.Record
+	rec           *recQueue // nil unless Config.Record
 
 	blocks paged.Table[allocators.Block] // by Slot; Size 0 means "no block"
 	// oomNext: the recorded program failed the next allocation.
@@ -283,7 +283,8 @@ func newRunner(spec AllocatorSpec, cfg Config) (*runner, error) {
 			r.close()
 			return nil, err
 		}
-		r.rec = newRecorder(rc, sp.Granule())
+		r.rec = newRecQueue(newRecorder(rc, sp.Granule()))
+		r.closers = append(r.closers, r.rec.stop)
 		under = recordingSpace{Space: under, rec: r.rec}
 	}
 	opts, fromRec := withRecorded(spec, cfg.Recorded)
@@ -380,7 +381,12 @@ func (r *runner) apply(events []trace.Event, first int64) error {
 	start := time.Now()
 	defer func() { r.busy += time.Since(start) }()
 	r.batch, r.batchFirst = events, first
-	defer func() { r.batch = nil }()
+	defer func() {
+		r.batch = nil
+		if r.rec != nil {
+			r.rec.flush()
+		}
+	}()
 	for j := range events {
 		ev := &events[j]
 		i := first + int64(j)
