@@ -132,14 +132,22 @@ func canonTimeStream(ev *Event, line []byte, i int) (int, bool) {
 // in a canonical line always follows its key.
 func canonUint(line []byte, i int) (uint64, int, bool) {
 	j := i
-	for j+8 <= len(line) && j-i < 19 {
-		k := leadingDigits(binary.LittleEndian.Uint64(line[j:]))
+	for len(line) >= 8 && j-i < 19 {
+		var w uint64
+		if j+8 <= len(line) {
+			w = binary.LittleEndian.Uint64(line[j:])
+		} else {
+			// The line's last eight bytes, shifted to start at j: the
+			// bytes past the end read as zeros, which are not digits.
+			w = binary.LittleEndian.Uint64(line[len(line)-8:]) >> (8 * (j - (len(line) - 8)))
+		}
+		k := leadingDigits(w)
 		j += k
 		if k < 8 {
 			break
 		}
 	}
-	for j < len(line) && j-i < 19 && line[j]-'0' <= 9 {
+	for len(line) < 8 && j < len(line) && j-i < 19 && line[j]-'0' <= 9 {
 		j++
 	}
 	n := j - i

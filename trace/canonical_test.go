@@ -53,6 +53,17 @@ func TestCanonicalLines(t *testing.T) {
 		long := ev.ID >= 1e18 || ev.Size >= 1e18 || ev.Addr >= 1e18 || ev.T >= 1e18
 		require.Equal(t, !long, checkCanonical(t, line), "line %q", line)
 	}
+	// Numbers of every length, the line's last field or not.
+	for n := 1; n <= 19; n++ {
+		num := strings.Repeat("9", n)
+		for _, line := range []string{
+			`{"op":"free","id":` + num + `}`,
+			`{"op":"free","id":` + num + `,"t":7}`,
+			`{"op":"alloc","id":1,"size":` + num + `,"addr":` + num + `}`,
+		} {
+			require.Equal(t, n <= 18, checkCanonical(t, []byte(line)), "line %q", line)
+		}
+	}
 	for _, line := range []string{
 		`{"op":"alloc","id":1,"size":2,"tag":"a\"b"}`,
 		`{"op":"alloc","id":1,"size":2,"tag":"é"}`,

@@ -76,6 +76,7 @@ type decoder struct {
 	keyBuf []byte // an unescaped key or op
 	valBuf []byte // an unescaped tag or name
 	tags   map[string]string
+	recent [recentTags]string // the last tag of each quickHash, in front of tags
 }
 
 // decodeEvent turns line lineNo into *ev (which must be zero), checking
