@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -780,10 +781,18 @@ func (r *runner) emit(i int64, ev *trace.Event, b allocators.Block, ok bool) {
 func (r *runner) finish() error {
 	res := &r.result
 	if r.rec != nil {
-		// First, so that the recorder's tables are garbage before the
-		// pool is described.
+		// The layout, the memory map and the pool's description are
+		// built now, beside the allocator's own tables, and the heap
+		// would grow to twice what the replay held before it is
+		// collected. So it is collected first, once what the trace's
+		// reading held is garbage, and again once the recorder's
+		// tables are: a large replay's peak is then near what it
+		// holds (docs/performance.md).
+		r.blocks = paged.Table[allocators.Block]{}
+		runtime.GC()
 		res.Timeline, res.Memmap, res.Layout = r.rec.finish(res.Events)
 		r.rec = nil
+		runtime.GC()
 	}
 	r.blocks = paged.Table[allocators.Block]{}
 	r.takePeakSnapshot()

@@ -215,6 +215,20 @@ func (p *pipeline) release(c *lineChunk) {
 	p.free <- c
 }
 
+// drop lets go of the chunks waiting to be filled, once the input has
+// ended: the cutter and the workers have returned then. Chunks still lent
+// out come back to the pool, but are not read again.
+func (p *pipeline) drop() {
+	<-p.exited
+	for {
+		select {
+		case <-p.free:
+		default:
+			return
+		}
+	}
+}
+
 // stop ends the cutter at its next chunk (a Read it is blocked in ends when
 // that Read does) and, with it, the workers.
 func (p *pipeline) stop() { p.once.Do(func() { close(p.quit) }) }

@@ -402,13 +402,17 @@ func (r *Reader) BytesRead() int64 { return r.raw.n.Load() }
 func (r *Reader) Name() string { return r.name }
 
 // forgetLive lets go of the tables of live allocations at the end of the
-// trace, where no event is left to check against them: for a trace of a
-// million live allocations, tens of megabytes that a replay's report,
-// plots and memory dumps are then built beside.
+// trace, where no event is left to check against them, and of the
+// pipeline's idle chunks: for a trace of a million live allocations, tens
+// of megabytes that a replay's report, plots and memory dumps are then
+// built beside.
 func (r *Reader) forgetLive() {
 	r.live = liveIDs{}
 	r.slots = paged.Table[liveAlloc]{}
 	r.freeSlot = nil
+	if r.pipe != nil {
+		r.pipe.drop()
+	}
 }
 
 // Close releases the decompressor. It does not close the underlying reader.
