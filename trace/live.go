@@ -59,23 +59,6 @@ func (s *liveSet) find(id uint64) (int, bool) {
 	}
 }
 
-// prefetch touches the entries where the probe sequences of evs' ids
-// start, so that their lookups a few events later find them in the cache.
-// The loads are independent and issued in one short loop, so they wait on
-// memory together instead of each in turn; a table of a million live
-// allocations is tens of megabytes, and a lookup that misses the cache
-// otherwise costs more than all the rest of reading an event.
-func (s *liveSet) prefetch(evs []Event) {
-	if len(s.entries) == 0 {
-		return
-	}
-	var sum uint64
-	for i := range evs {
-		sum += s.entries[s.home(evs[i].ID)].key
-	}
-	s.touched += sum
-}
-
 // reserve makes room for one more entry, so that the index find returns for
 // an id that is not live can be filled.
 func (s *liveSet) reserve() {
@@ -305,7 +288,12 @@ func (s *liveIDs) stop() {
 }
 
 // prefetch touches the entries that the lookups of evs' ids will read
-// first, as liveSet.prefetch does.
+// first (the window's, or where their probe sequences in the hash table
+// start), so that those lookups, a few events later, find them in the
+// cache. The loads are independent and issued in one short loop, so they
+// wait on memory together instead of each in turn: a table of a million
+// live allocations is tens of megabytes, and a lookup that misses the
+// cache otherwise costs more than all the rest of reading an event.
 func (s *liveIDs) prefetch(evs []Event) {
 	var sum uint64
 	ring, mask := s.ring, uint64(len(s.ring)-1)
