@@ -142,3 +142,49 @@ func TestLiveIDsWindow(t *testing.T) {
 	require.LessOrEqual(t, j.scanned, ringBudget*j.puts+2*maxRing)
 	require.Equal(t, 1_000_000, j.len())
 }
+
+// FuzzLiveIDs: any sequence of adds and removes, of ids that rise, jump,
+// fall back or repeat, is answered as a map answers it, and the window
+// never scans more than its budget allows.
+func FuzzLiveIDs(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 2, 1, 1, 0, 200, 2, 0, 3, 9})
+	f.Add([]byte{0, 0, 0, 1, 0, 2, 0, 3, 3, 255, 0, 4, 1, 2, 2, 7})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		var s liveIDs
+		m := map[uint64]uint32{}
+		var last uint64
+		for k := 0; k+1 < len(ops); k += 2 {
+			arg := uint64(ops[k+1])
+			var id uint64
+			switch ops[k] % 4 {
+			case 0: // the next ids, one by one
+				id = last + 1 + arg%3
+			case 1: // one not long ago
+				id = last - min(last, arg)
+			case 2: // far ahead
+				id = last + arg<<20
+			case 3: // anywhere
+				id = arg * 0x9e3779b97f4a7c15 >> 2
+			}
+			last = max(last, id)
+			got, ok := s.get(id)
+			want, wantOK := m[id]
+			require.Equal(t, wantOK, ok, "op %d: id %d", k/2, id)
+			require.Equal(t, want, got)
+			if ops[k]&4 != 0 {
+				got, ok = s.remove(id)
+				require.Equal(t, wantOK, ok)
+				require.Equal(t, want, got)
+				delete(m, id)
+			} else {
+				_, ok = s.add(id, uint32(k))
+				require.Equal(t, !wantOK, ok)
+				if !wantOK {
+					m[id] = uint32(k)
+				}
+			}
+			require.Equal(t, len(m), s.len())
+			require.LessOrEqual(t, s.scanned, ringBudget*s.puts+4*maxRing)
+		}
+	})
+}
