@@ -1,7 +1,6 @@
 package trace
 
 import (
-	"bytes"
 	"encoding/binary"
 	"math/bits"
 )
@@ -18,14 +17,43 @@ import (
 // the same event for every line decodeCanonical accepts (FuzzCanonical).
 
 var (
-	canonAlloc = []byte(`{"op":"alloc","id":`)
-	canonFree  = []byte(`{"op":"free","id":`)
-	canonSize  = []byte(`,"size":`)
-	canonTag   = []byte(`,"tag":"`)
-	canonAddr  = []byte(`,"addr":`)
-	canonT     = []byte(`,"t":`)
-	canonStrm  = []byte(`,"stream":`)
+	canonAlloc = newCanonKey(`{"op":"alloc","id":`)
+	canonFree  = newCanonKey(`{"op":"free","id":`)
+	canonSize  = newCanonKey(`,"size":`)
+	canonTag   = newCanonKey(`,"tag":"`)
+	canonAddr  = newCanonKey(`,"addr":`)
+	canonT     = newCanonKey(`,"t":`)
+	canonStrm  = newCanonKey(`,"stream":`)
 )
+
+// canonKey is a piece of a canonical line's fixed text, with its first
+// eight bytes as a word: a line is tested for it with one load and one
+// comparison, rather than a call to compare bytes.
+type canonKey struct {
+	text    string
+	w, mask uint64 // the first (up to) eight bytes, little-endian, and which count
+}
+
+func newCanonKey(text string) canonKey {
+	k := canonKey{text: text}
+	for i := range min(len(text), 8) {
+		k.w |= uint64(text[i]) << (8 * i)
+		k.mask |= 0xff << (8 * i)
+	}
+	return k
+}
+
+// at reports whether line[i:] starts with k.
+func (k *canonKey) at(line []byte, i int) bool {
+	end := i + len(k.text)
+	if i+8 > len(line) {
+		return end <= len(line) && string(line[i:end]) == k.text
+	}
+	if binary.LittleEndian.Uint64(line[i:])&k.mask != k.w {
+		return false
+	}
+	return len(k.text) <= 8 || end <= len(line) && string(line[i+8:end]) == k.text[8:]
+}
 
 // decodeCanonical decodes line into *ev (which must be zero) if it is a
 // canonical alloc or free, and reports whether it was; it leaves *ev zero
@@ -40,21 +68,21 @@ func (d *decoder) decodeCanonical(ev *Event, line []byte) bool {
 
 func (d *decoder) canonical(ev *Event, line []byte) bool {
 	switch {
-	case bytes.HasPrefix(line, canonAlloc):
-		i := len(canonAlloc)
+	case canonAlloc.at(line, 0):
+		i := len(canonAlloc.text)
 		id, i, ok := canonUint(line, i)
-		if !ok || !bytes.HasPrefix(line[i:], canonSize) {
+		if !ok || !canonSize.at(line, i) {
 			return false
 		}
-		size, i, ok := canonUint(line, i+len(canonSize))
+		size, i, ok := canonUint(line, i+len(canonSize.text))
 		if !ok {
 			return false
 		}
 		if i, ok = canonTimeStream(ev, line, i); !ok {
 			return false
 		}
-		if bytes.HasPrefix(line[i:], canonTag) {
-			i += len(canonTag)
+		if canonTag.at(line, i) {
+			i += len(canonTag.text)
 			start := i
 			for i+8 <= len(line) && !stopsString(binary.LittleEndian.Uint64(line[i:])) {
 				i += 8
@@ -75,9 +103,9 @@ func (d *decoder) canonical(ev *Event, line []byte) bool {
 			ev.Tag = d.intern(line[start:i])
 			i++
 		}
-		if bytes.HasPrefix(line[i:], canonAddr) {
+		if canonAddr.at(line, i) {
 			var addr uint64
-			if addr, i, ok = canonUint(line, i+len(canonAddr)); !ok {
+			if addr, i, ok = canonUint(line, i+len(canonAddr.text)); !ok {
 				return false
 			}
 			ev.Addr = addr
@@ -88,8 +116,8 @@ func (d *decoder) canonical(ev *Event, line []byte) bool {
 		}
 		ev.Op, ev.ID, ev.Size = OpAlloc, id, size
 		return true
-	case bytes.HasPrefix(line, canonFree):
-		id, i, ok := canonUint(line, len(canonFree))
+	case canonFree.at(line, 0):
+		id, i, ok := canonUint(line, len(canonFree.text))
 		if !ok {
 			return false
 		}
@@ -109,15 +137,15 @@ func (d *decoder) canonical(ev *Event, line []byte) bool {
 // float64 holds exactly) and stream (not negative) at line[i:] into ev, and
 // returns the index after them. It leaves ev zero when it fails.
 func canonTimeStream(ev *Event, line []byte, i int) (int, bool) {
-	if bytes.HasPrefix(line[i:], canonT) {
-		t, j, ok := canonUint(line, i+len(canonT))
+	if canonT.at(line, i) {
+		t, j, ok := canonUint(line, i+len(canonT.text))
 		if !ok || t >= maxExactFloat {
 			return i, false
 		}
 		ev.T, ev.Flags, i = float64(t), ev.Flags|HasT, j
 	}
-	if bytes.HasPrefix(line[i:], canonStrm) {
-		st, j, ok := canonUint(line, i+len(canonStrm))
+	if canonStrm.at(line, i) {
+		st, j, ok := canonUint(line, i+len(canonStrm.text))
 		if !ok {
 			return i, false
 		}
