@@ -159,6 +159,17 @@ func canonTimeStream(ev *Event, line []byte, i int) (int, bool) {
 // returns the value and the index after it. i must be at least 8: a number
 // in a canonical line always follows its key.
 func canonUint(line []byte, i int) (uint64, int, bool) {
+	if i+8 <= len(line) {
+		// Most numbers (ids, sizes) are shorter than eight digits: the
+		// word that finds their end holds them whole.
+		w := binary.LittleEndian.Uint64(line[i:])
+		if n := leadingDigits(w); n < 8 {
+			if n == 0 || byte(w) == '0' && n > 1 {
+				return 0, i, false
+			}
+			return digitsWord(w<<(8*(8-n)), n), i + n, true
+		}
+	}
 	j := i
 	for len(line) >= 8 && j-i < 19 {
 		var w uint64
@@ -226,7 +237,12 @@ func stopsString(w uint64) bool {
 // is paired with its neighbour's, the pairs into fours, the fours into the
 // whole, with three multiplications.
 func digits8(line []byte, end, n int) uint64 {
-	w := binary.LittleEndian.Uint64(line[end-8 : end])
+	return digitsWord(binary.LittleEndian.Uint64(line[end-8:end]), n)
+}
+
+// digitsWord is digits8 on the word already loaded: the number's n digits
+// are its last (most significant) n bytes.
+func digitsWord(w uint64, n int) uint64 {
 	keep := ^uint64(0) << (8 * (8 - n)) // the last n bytes, the number's
 	w = w&keep | 0x3030303030303030&^keep
 	w -= 0x3030303030303030
