@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -784,15 +784,17 @@ func (r *runner) finish() error {
 		// The layout, the memory map and the pool's description are
 		// built now, beside the allocator's own tables, and the heap
 		// would grow to twice what the replay held before it is
-		// collected. So it is collected first, once what the trace's
-		// reading held is garbage, and again once the recorder's
-		// tables are: a large replay's peak is then near what it
-		// holds (docs/performance.md).
+		// collected; large new slices would not fit among the pages
+		// the dropped tables leave free, either. So the heap is
+		// collected, and what is free given back to the system, once
+		// what the trace's reading held is garbage, and again once
+		// the recorder's tables are: a large replay's peak is then
+		// near what it holds (docs/performance.md).
 		r.blocks = paged.Table[allocators.Block]{}
-		runtime.GC()
+		debug.FreeOSMemory()
 		res.Timeline, res.Memmap, res.Layout = r.rec.finish(res.Events)
 		r.rec = nil
-		runtime.GC()
+		debug.FreeOSMemory()
 	}
 	r.blocks = paged.Table[allocators.Block]{}
 	r.takePeakSnapshot()

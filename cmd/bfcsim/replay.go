@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -261,10 +262,10 @@ func runReplay(cmd *cobra.Command, e *env, o *replayOptions, paths []string) err
 	}
 	rep := report.Build(runs)
 	if o.out != "" {
-		// The allocators' tables are garbage now: collect them before
-		// the plots and dumps are made, rather than after the heap has
-		// doubled (docs/performance.md).
-		runtime.GC()
+		// The allocators' tables are garbage now: collect them, and
+		// give what is free back to the system, before the plots and
+		// dumps are made (docs/performance.md).
+		debug.FreeOSMemory()
 		if err := writeReportDir(cmd.Context(), o.out, rep, runs); err != nil {
 			return err
 		}
