@@ -142,8 +142,9 @@ type liveIDs struct {
 const (
 	minRing = 1 << 12
 	maxRing = 1 << 22 // 16 MiB
-	// ringBudget is how many window entries may be scanned per id put
-	// before the window is turned off.
+	// ringBudget is how many window entries may be scanned per id put,
+	// beyond a first allowance of twice the largest window, before the
+	// window is turned off.
 	ringBudget = 4
 )
 
