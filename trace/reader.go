@@ -206,31 +206,13 @@ func (r *Reader) nextDecoded() *Event {
 			r.chunk = nil
 			err := c.err
 			r.pipe.release(c)
-			switch {
-			case err == nil:
-				continue
-			case err == io.EOF:
-				r.pipe.stop()
-				r.forgetLive()
-				return nil
-			default:
-				r.err = err
+			r.endChunk(err)
+			if err != nil {
 				return nil
 			}
+			continue
 		}
-		ev := &c.events[r.at]
-		r.at++
-		r.lineNo = ev.Line
-		if r.at%prefetchAhead == 1 {
-			r.live.prefetch(c.events[min(r.at-1+prefetchAhead, len(c.events)):min(r.at-1+2*prefetchAhead, len(c.events))])
-		}
-		var msg string
-		if r.badAt < len(c.bad) && c.bad[r.badAt].at == r.at-1 {
-			msg = c.bad[r.badAt].msg
-			r.badAt++
-		} else {
-			msg = r.apply(ev)
-		}
+		ev, msg := r.checkNext(c)
 		if msg != "" {
 			if r.invalid(msg, ev.Line) {
 				return nil
@@ -240,6 +222,37 @@ func (r *Reader) nextDecoded() *Event {
 		return ev
 	}
 	return nil
+}
+
+// checkNext checks the event at r.at of chunk c, the next in input order,
+// and moves past it: it returns the event and the reason it is invalid, or
+// "". It touches the live set for the events a little further on.
+func (r *Reader) checkNext(c *lineChunk) (*Event, string) {
+	i := r.at
+	if i%prefetchAhead == 0 {
+		r.live.prefetch(c.events[min(i+prefetchAhead, len(c.events)):min(i+2*prefetchAhead, len(c.events))])
+	}
+	ev := &c.events[i]
+	r.at++
+	r.lineNo = ev.Line
+	if r.badAt < len(c.bad) && c.bad[r.badAt].at == i {
+		r.badAt++
+		return ev, c.bad[r.badAt-1].msg
+	}
+	return ev, r.apply(ev)
+}
+
+// endChunk takes note of err, how the chunk checked to its end ended the
+// input: not at all (nil), at its end, or with a read error.
+func (r *Reader) endChunk(err error) {
+	switch err {
+	case nil:
+	case io.EOF:
+		r.pipe.stop() // and the next chunk asked for is nil
+		r.forgetLive()
+	default:
+		r.err = err
+	}
 }
 
 // NextBatch appends the next valid events to dst, up to its capacity, and
@@ -312,19 +325,7 @@ func (r *Reader) NextLent() Lent {
 		w := start
 		for r.at < len(evs) {
 			i := r.at
-			if i%prefetchAhead == 0 {
-				r.live.prefetch(evs[min(i+prefetchAhead, len(evs)):min(i+2*prefetchAhead, len(evs))])
-			}
-			ev := &evs[i]
-			r.at++
-			r.lineNo = ev.Line
-			var msg string
-			if r.badAt < len(c.bad) && c.bad[r.badAt].at == i {
-				msg = c.bad[r.badAt].msg
-				r.badAt++
-			} else {
-				msg = r.apply(ev)
-			}
+			ev, msg := r.checkNext(c)
 			if msg != "" {
 				if r.invalid(msg, ev.Line) {
 					break
@@ -337,14 +338,7 @@ func (r *Reader) NextLent() Lent {
 			w++
 		}
 		if r.err == nil && r.at == len(evs) {
-			switch c.err {
-			case nil:
-			case io.EOF:
-				r.pipe.stop() // and the next call finds the order closed
-				r.forgetLive()
-			default:
-				r.err = c.err
-			}
+			r.endChunk(c.err)
 		}
 		if w > start {
 			return Lent{Events: evs[start:w], c: c, p: r.pipe}
@@ -519,10 +513,12 @@ func (r *Reader) apply(ev *Event) string {
 			}
 			return fmt.Sprintf("alloc of %d bytes would make more than 2^64 bytes live", ev.Size)
 		}
-		if had, ok := r.live.add(ev.ID, r.nextFree()); !ok {
+		slot := r.nextFree()
+		if had, ok := r.live.add(ev.ID, slot); !ok {
 			return dupAlloc(ev.ID, r.slots.At(had).line)
 		}
-		ev.Slot = r.takeSlot()
+		r.takeSlot()
+		ev.Slot = slot
 		refused := r.oomNext
 		r.oomNext = false
 		r.slots.Grow(ev.Slot)
@@ -591,16 +587,14 @@ func (r *Reader) nextFree() uint32 {
 	return r.nextSlot
 }
 
-// takeSlot returns the most recently freed slot, or a new one.
-func (r *Reader) takeSlot() uint32 {
+// takeSlot takes the slot nextFree returns: the most recently freed one,
+// or a new one.
+func (r *Reader) takeSlot() {
 	if n := len(r.freeSlot); n > 0 {
-		s := r.freeSlot[n-1]
 		r.freeSlot = r.freeSlot[:n-1]
-		return s
+		return
 	}
-	s := r.nextSlot
 	r.nextSlot++
-	return s
 }
 
 func dupAlloc(id uint64, line int64) string {
