@@ -62,6 +62,22 @@ func TestBFCHugeMemoryLimit(t *testing.T) {
 	}
 }
 
+// churn frees one of live, or allocates size() bytes and adds the block to
+// live, at random.
+func churn(t *testing.T, rng *rand.Rand, b *BFC, live *[]Block, size func() uint64) {
+	t.Helper()
+	if l := *live; len(l) > 0 && rng.IntN(2) == 0 {
+		i := rng.IntN(len(l))
+		require.NoError(t, b.Free(l[i]))
+		l[i] = l[len(l)-1]
+		*live = l[:len(l)-1]
+		return
+	}
+	blk, err := b.Allocate(size(), 0)
+	require.NoError(t, err)
+	*live = append(*live, blk)
+}
+
 // LargestFreeBytes, cached between changes to the top bin, is always the
 // largest free chunk a walk of the pool finds, through allocations and frees
 // of every size class, region growth and coalescing.
@@ -70,18 +86,10 @@ func TestBFCLargestFreeBytesIsCurrent(t *testing.T) {
 	b := NewBFC(NewVirtualSpace(64<<30, CostModel{}, FirstFit), BFCConfig{AllowGrowth: true})
 	var live []Block
 	for step := range 20_000 {
-		if len(live) > 0 && rng.IntN(2) == 0 {
-			i := rng.IntN(len(live))
-			require.NoError(t, b.Free(live[i]))
-			live[i] = live[len(live)-1]
-			live = live[:len(live)-1]
-		} else {
+		churn(t, rng, b, &live, func() uint64 {
 			size := uint64(1) << rng.IntN(28)
-			size += rng.Uint64N(size)
-			blk, err := b.Allocate(size, 0)
-			require.NoError(t, err)
-			live = append(live, blk)
-		}
+			return size + rng.Uint64N(size)
+		})
 		var want uint64
 		b.WalkChunks(func(c Chunk) {
 			if !c.InUse {
@@ -101,16 +109,7 @@ func TestCheckpointSnapshot(t *testing.T) {
 	var live []Block
 	for round := range 60 {
 		for range rng.IntN(300) {
-			if len(live) > 0 && rng.IntN(2) == 0 {
-				i := rng.IntN(len(live))
-				require.NoError(t, b.Free(live[i]))
-				live[i] = live[len(live)-1]
-				live = live[:len(live)-1]
-			} else {
-				blk, err := b.Allocate(1+rng.Uint64N(1<<20), 0)
-				require.NoError(t, err)
-				live = append(live, blk)
-			}
+			churn(t, rng, b, &live, func() uint64 { return 1 + rng.Uint64N(1<<20) })
 		}
 		b.Checkpoint()
 		want := b.Snapshot()
