@@ -780,6 +780,7 @@ func (r *runner) emit(i int64, ev *trace.Event, b allocators.Block, ok bool) {
 // finish fills in the Result once the trace is done.
 func (r *runner) finish() error {
 	res := &r.result
+	r.blocks = paged.Table[allocators.Block]{}
 	if r.rec != nil {
 		// The layout, the memory map and the pool's description are
 		// built now, beside the allocator's own tables, and the heap
@@ -790,13 +791,11 @@ func (r *runner) finish() error {
 		// what the trace's reading held is garbage, and again once
 		// the recorder's tables are: a large replay's peak is then
 		// near what it holds (docs/performance.md).
-		r.blocks = paged.Table[allocators.Block]{}
 		debug.FreeOSMemory()
 		res.Timeline, res.Memmap, res.Layout = r.rec.finish(res.Events)
 		r.rec = nil
 		debug.FreeOSMemory()
 	}
-	r.blocks = paged.Table[allocators.Block]{}
 	r.takePeakSnapshot()
 	if r.peakUnsaved {
 		// The rise that was to pass the last peak never came.
