@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
+	stddraw "image/draw"
+	"image/png"
 	"io"
 	"math"
 	"path/filepath"
@@ -11,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 
+	"git.sr.ht/~sbinet/gg"
+	xdraw "golang.org/x/image/draw"
 	xfont "golang.org/x/image/font"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
@@ -154,7 +158,7 @@ func (f *figure) write(w io.Writer, format string) error {
 		io.WriterTo
 	}
 	if format == "png" {
-		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(f.width, height), vgimg.UseDPI(96))}
+		c = newPNGCanvas(f.width, height)
 	} else {
 		c = vgsvg.New(f.width, height)
 	}
@@ -181,6 +185,45 @@ func (f *figure) write(w io.Writer, format string) error {
 		return fmt.Errorf("writing the %s image: %w", format, err)
 	}
 	return nil
+}
+
+// pngCanvas is a 96-dpi image canvas that draws images and glyphs onto
+// it with the approximate bilinear filter, and writes itself as PNG at
+// zlib's fastest level. vgimg.PngCanvas's exact bilinear filter took
+// about half the time of a memory map or occupancy plot, and its default
+// compression much of the rest, for plots that are mostly flat colour;
+// the two filters' pixels differ by little more than rounding, and the
+// files grow by 3 to 8%. The plots of a replay with -o are drawn after
+// the replay, and are part of its wait.
+type pngCanvas struct{ *vgimg.Canvas }
+
+func newPNGCanvas(w, h vg.Length) pngCanvas {
+	const dpi = 96
+	px := func(l vg.Length) int { return int(l/vg.Inch*dpi + 0.5) } // as vgimg sizes its image
+	ctx := gg.NewContext(px(w), px(h))
+	ctx.SetLineCapButt()
+	ctx.SetInterpolator(xdraw.ApproxBiLinear)
+	ctx.InvertY()
+	return pngCanvas{vgimg.NewWith(vgimg.UseImageWithContext(ctx.Image().(stddraw.Image), ctx), vgimg.UseDPI(dpi))}
+}
+
+func (c pngCanvas) WriteTo(w io.Writer) (int64, error) {
+	cw := &countingWriter{w: w}
+	enc := png.Encoder{CompressionLevel: png.BestSpeed}
+	err := enc.Encode(cw, c.Image())
+	return cw.n, err
+}
+
+// countingWriter counts what it passes on.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // Legend geometry: swatch size, the gap after it, the space after a label,

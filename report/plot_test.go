@@ -19,7 +19,7 @@ import (
 )
 
 // recordedTrace replays a bundled trace with recording on and builds its report.
-func recordedTrace(t *testing.T, name string, rc sim.RecordConfig, names ...string) *Trace {
+func recordedTrace(t testing.TB, name string, rc sim.RecordConfig, names ...string) *Trace {
 	t.Helper()
 	f, err := os.Open("../traces/" + name)
 	require.NoError(t, err)
@@ -214,6 +214,28 @@ func TestWritePlotEveryKind(t *testing.T) {
 			} else {
 				assert.Contains(t, a.String(), "<svg")
 			}
+		}
+	}
+}
+
+// BenchmarkWritePlot draws each plot of a bundled trace whose memory map
+// is a raster, as -o draws them after a large replay.
+func BenchmarkWritePlot(b *testing.B) {
+	tr := recordedTrace(b, "random.jsonl", sim.RecordConfig{Blocks: 1000}, "bfc")
+	require.False(b, tr.Results[0].Series.Memmap.Exact)
+	for _, kind := range PlotKinds {
+		for _, format := range PlotFormats {
+			b.Run(kind+"/"+format, func(b *testing.B) {
+				opt := PlotOptions{Kind: kind, Allocator: "bfc"}
+				var buf bytes.Buffer
+				for b.Loop() {
+					buf.Reset()
+					if err := WritePlot(&buf, tr, opt, format); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(buf.Len()), "bytes")
+			})
 		}
 	}
 }
