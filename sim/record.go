@@ -270,8 +270,7 @@ type recorder struct {
 	timeline Timeline
 
 	// Live state, by trace slot and by reservation address.
-	slots   paged.Table[recSlot] // what painting a freed block needs
-	info    paged.Table[recInfo] // the rest, read only for blocks kept whole
+	blocks  paged.Table[recBlock]
 	regions map[uint64]recRegion
 
 	mm    Memmap
@@ -294,20 +293,17 @@ type peakGone struct {
 	regions []LayoutRegion
 }
 
-// recSlot is the block a trace slot holds, and recInfo the allocation it
-// serves. They are kept apart so that painting a block into the raster, at
-// each free, reads 24 bytes, and so that the slots stay small enough for
-// the cache.
-type recSlot struct {
+// recBlock is the block a trace slot holds and the allocation it serves:
+// 64 bytes, one cache line (the table's pages are page-aligned), so that
+// recording an allocation and painting it when it is freed each touch one
+// line of a table of hundreds of thousands.
+type recBlock struct {
 	addr, size uint64 // size 0: no block
 	start      int64
-}
-
-type recInfo struct {
-	requested uint64
-	tag       string
-	id        uint64
-	line      int64 // the alloc's line
+	requested  uint64
+	id         uint64
+	line       int64 // the alloc's line
+	tag        string
 }
 
 type recRegion struct {
@@ -327,22 +323,21 @@ func newRecorder(cfg RecordConfig, granule uint64) *recorder {
 func (r *recorder) atPeak() bool { return !r.cfg.AtEvent }
 
 func (r *recorder) alloc(slot uint32, b allocators.Block, requested uint64, tag string, id uint64, line int64) {
-	if int(slot) >= r.slots.Len() {
-		r.slots.Grow(slot)
-		r.info.Grow(slot)
+	if int(slot) >= r.blocks.Len() {
+		r.blocks.Grow(slot)
 	}
-	*r.slots.At(slot) = recSlot{addr: b.Addr, size: b.Size, start: r.now}
-	*r.info.At(slot) = recInfo{requested: requested, tag: tag, id: id, line: line}
+	*r.blocks.At(slot) = recBlock{addr: b.Addr, size: b.Size, start: r.now, requested: requested, id: id, line: line, tag: tag}
 	r.mm.BlockCount++
 	r.touchRange(b.Addr, b.Size)
 }
 
 func (r *recorder) free(slot uint32, line int64) {
 	r.paintBlock(slot, r.now, line)
-	if s := r.slots.At(slot); r.hasPeak && s.start <= r.peakEvent {
-		r.gone.blocks.Add(r.layoutBlock(slot))
+	s := r.blocks.At(slot)
+	if r.hasPeak && s.start <= r.peakEvent {
+		r.gone.blocks.Add(s.layoutBlock())
 	}
-	*r.slots.At(slot) = recSlot{}
+	*s = recBlock{}
 }
 
 func (r *recorder) reserve(addr, n uint64) {
@@ -413,9 +408,8 @@ func (r *recorder) buildPeak() {
 	r.gone = peakGone{}
 }
 
-func (r *recorder) layoutBlock(slot uint32) LayoutBlock {
-	s, c := r.slots.At(slot), r.info.At(slot)
-	return LayoutBlock{Addr: s.addr, Size: s.size, Requested: c.requested, Tag: c.tag}
+func (s *recBlock) layoutBlock() LayoutBlock {
+	return LayoutBlock{Addr: s.addr, Size: s.size, Requested: s.requested, Tag: s.tag}
 }
 
 // buildLayout returns the layout now.
@@ -430,7 +424,7 @@ func (r *recorder) fillLayout(l *Layout, gone *paged.List[LayoutBlock], upTo int
 	if gone != nil {
 		n = gone.Len()
 	}
-	for _, s := range r.slots.All() {
+	for _, s := range r.blocks.All() {
 		if s.size != 0 && s.start <= upTo {
 			n++
 		}
@@ -440,9 +434,9 @@ func (r *recorder) fillLayout(l *Layout, gone *paged.List[LayoutBlock], upTo int
 		if gone != nil {
 			l.Blocks = gone.AppendTo(l.Blocks)
 		}
-		for slot, s := range r.slots.All() {
+		for _, s := range r.blocks.All() {
 			if s.size != 0 && s.start <= upTo {
-				l.Blocks = append(l.Blocks, r.layoutBlock(slot))
+				l.Blocks = append(l.Blocks, s.layoutBlock())
 			}
 		}
 	}
@@ -523,7 +517,7 @@ func (r *recorder) touchRange(addr, n uint64) {
 // paintBlock paints the block of slot, freed by the event end at the line
 // endLine.
 func (r *recorder) paintBlock(slot uint32, end, endLine int64) {
-	s := r.slots.At(slot)
+	s := r.blocks.At(slot)
 	if end <= s.start {
 		end = s.start + 1 // allocated and freed by one event: draw it one event wide
 	}
@@ -536,11 +530,10 @@ func (r *recorder) paintBlock(slot uint32, end, endLine int64) {
 			return
 		}
 	}
-	c := r.info.At(slot)
 	m := MemBlock{
-		Addr: s.addr, Size: s.size, Requested: c.requested,
-		Start: s.start, End: end, Tag: c.tag,
-		ID: c.id, StartLine: c.line, EndLine: endLine,
+		Addr: s.addr, Size: s.size, Requested: s.requested,
+		Start: s.start, End: end, Tag: s.tag,
+		ID: s.id, StartLine: s.line, EndLine: endLine,
 	}
 	if r.mm.Exact {
 		r.mm.Blocks = append(r.mm.Blocks, m)
@@ -657,7 +650,7 @@ func (r *recorder) finish(events int64) (*Timeline, *Memmap, *Layout) {
 		r.buildPeak()
 	}
 	r.mm.Events = events
-	for slot, s := range r.slots.All() {
+	for slot, s := range r.blocks.All() {
 		if s.size != 0 {
 			r.paintBlock(slot, events, 0)
 		}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -399,4 +400,10 @@ func TestSortByAddr(t *testing.T) {
 			require.Equal(t, want, keys, "n=%d mask=%#x", n, mask)
 		}
 	}
+}
+
+// A recorded block is one cache line: recording it, and painting it when
+// it is freed, touch one line each.
+func TestRecBlockIsOneLine(t *testing.T) {
+	assert.Equal(t, uintptr(64), unsafe.Sizeof(recBlock{}))
 }
