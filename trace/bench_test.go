@@ -181,3 +181,45 @@ func readCount(b *testing.B, in io.Reader, name string) int64 {
 	}
 	return r.Summary().Events
 }
+
+// BenchmarkDecodeChunks decodes chunks of whole lines as a decoding
+// worker does, on one goroutine: the lines of benchTraces, or the first
+// 64 MB of $BFCSIM_BENCH_TRACE (plain JSON Lines) when it is set.
+func BenchmarkDecodeChunks(b *testing.B) {
+	var text []byte
+	if path := os.Getenv("BFCSIM_BENCH_TRACE"); path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		text, err = io.ReadAll(io.LimitReader(f, 64<<20))
+		f.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		text = text[bytes.IndexByte(text, '\n')+1 : bytes.LastIndexByte(text, '\n')+1] // whole event lines
+	} else {
+		text = append(bytes.Join(benchLines(b), []byte("\n")), '\n')
+	}
+	var chunks []*lineChunk
+	for rest := text; len(rest) > 0; {
+		n := min(len(rest), chunkBytes)
+		if n < len(rest) {
+			n = bytes.LastIndexByte(rest[:n], '\n') + 1
+		}
+		chunks = append(chunks, &lineChunk{buf: rest[:n]})
+		rest = rest[n:]
+	}
+	lines := bytes.Count(text, []byte("\n"))
+	d := decoder{tags: map[string]string{}}
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		for _, c := range chunks {
+			d.decodeLines(c)
+			if len(c.bad) > 0 {
+				b.Fatalf("line %d: %s", c.bad[0].at, c.bad[0].msg)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*lines), "ns/line")
+}

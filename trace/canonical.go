@@ -59,27 +59,46 @@ func (k *canonKey) at(line []byte, i int) bool {
 // canonical alloc or free, and reports whether it was; it leaves *ev zero
 // if not. It accepts only valid lines.
 func (d *decoder) decodeCanonical(ev *Event, line []byte) bool {
-	if !d.canonical(ev, line) {
+	if end, ok := d.canonical(ev, line); !ok || end != len(line) {
 		*ev = Event{}
 		return false
 	}
 	return true
 }
 
-func (d *decoder) canonical(ev *Event, line []byte) bool {
+// canonicalLine decodes the line that buf starts with, as decodeCanonical
+// does, and returns its length (without the newline that ends it, if
+// any), or -1, leaving *ev zero, if it is not canonical. A chunk of lines
+// is decoded this way without first looking for each line's end: the
+// fixed keys, the digits and the plain run of a tag are none of them a
+// newline, so a canonical line ends at its closing brace, which must be
+// followed by a newline or the end of buf.
+func (d *decoder) canonicalLine(ev *Event, buf []byte) int {
+	end, ok := d.canonical(ev, buf)
+	if !ok || end < len(buf) && buf[end] != '\n' {
+		*ev = Event{}
+		return -1
+	}
+	return end
+}
+
+// canonical decodes the canonical alloc or free at the start of line and
+// returns the index after its closing brace; it may leave *ev partly
+// filled if it fails.
+func (d *decoder) canonical(ev *Event, line []byte) (int, bool) {
 	switch {
 	case canonAlloc.at(line, 0):
 		i := len(canonAlloc.text)
 		id, i, ok := canonUint(line, i)
 		if !ok || !canonSize.at(line, i) {
-			return false
+			return 0, false
 		}
 		size, i, ok := canonUint(line, i+len(canonSize.text))
 		if !ok {
-			return false
+			return 0, false
 		}
 		if i, ok = canonTimeStream(ev, line, i); !ok {
-			return false
+			return 0, false
 		}
 		if canonTag.at(line, i) {
 			i += len(canonTag.text)
@@ -93,12 +112,12 @@ func (d *decoder) canonical(ev *Event, line []byte) bool {
 					break
 				}
 				if c < 0x20 || c == '\\' || c >= 0x80 {
-					return false
+					return 0, false
 				}
 				i++
 			}
 			if i == len(line) {
-				return false
+				return 0, false
 			}
 			ev.Tag = d.intern(line[start:i])
 			i++
@@ -106,31 +125,31 @@ func (d *decoder) canonical(ev *Event, line []byte) bool {
 		if canonAddr.at(line, i) {
 			var addr uint64
 			if addr, i, ok = canonUint(line, i+len(canonAddr.text)); !ok {
-				return false
+				return 0, false
 			}
 			ev.Addr = addr
 			ev.Flags |= HasAddr
 		}
-		if i != len(line)-1 || line[i] != '}' {
-			return false
+		if i >= len(line) || line[i] != '}' {
+			return 0, false
 		}
 		ev.Op, ev.ID, ev.Size = OpAlloc, id, size
-		return true
+		return i + 1, true
 	case canonFree.at(line, 0):
 		id, i, ok := canonUint(line, len(canonFree.text))
 		if !ok {
-			return false
+			return 0, false
 		}
 		if i, ok = canonTimeStream(ev, line, i); !ok {
-			return false
+			return 0, false
 		}
-		if i != len(line)-1 || line[i] != '}' {
-			return false
+		if i >= len(line) || line[i] != '}' {
+			return 0, false
 		}
 		ev.Op, ev.ID = OpFree, id
-		return true
+		return i + 1, true
 	}
-	return false
+	return 0, false
 }
 
 // canonTimeStream reads the optional t (a whole number below 2^53, which a

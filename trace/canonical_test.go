@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
 	"strings"
@@ -96,8 +97,94 @@ func FuzzCanonical(f *testing.F) {
 		`{"op":"free","id":1,"t":3,"stream":2}`,
 	} {
 		f.Add([]byte(s))
+		f.Add([]byte(s + "\n" + s))
+		f.Add([]byte(s + "\r\n"))
 	}
-	f.Fuzz(func(t *testing.T, line []byte) { checkCanonical(t, line) })
+	f.Fuzz(func(t *testing.T, line []byte) {
+		checkCanonical(t, line)
+		checkCanonicalLine(t, line)
+	})
+}
+
+// checkCanonicalLine fails unless canonicalLine accepts exactly the
+// buffers whose first line decodeCanonical accepts, and decodes it the
+// same.
+func checkCanonicalLine(t *testing.T, buf []byte) {
+	t.Helper()
+	d := decoder{tags: map[string]string{}}
+	first := buf
+	if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+		first = buf[:i]
+	}
+	var want, got Event
+	accepted := d.decodeCanonical(&want, first)
+	n := d.canonicalLine(&got, buf)
+	if !accepted {
+		require.Equal(t, -1, n, "%q", buf)
+		require.Equal(t, Event{}, got, "a refused line leaves the event zero: %q", buf)
+		return
+	}
+	require.Equal(t, len(first), n, "%q", buf)
+	require.Equal(t, want, got, "%q", buf)
+}
+
+// decodeLines decodes a chunk as its lines decode one at a time: canonical
+// lines found where they start, the others (blank, with a carriage
+// return, not canonical, not valid) cut at their newline first.
+func TestDecodeLinesMatchesLineByLine(t *testing.T) {
+	lines := []string{
+		`{"op":"alloc","id":1,"size":4096,"tag":"matmul","addr":140737488355328}`,
+		`{"op":"free","id":1}`,
+		`{"op":"free","id":1}` + "\r",
+		`{"op":"alloc","id":2,"size":64,"align":128}`,
+		`{"op":"free","id":2} `,
+		`{"op":"free","id":2}x`,
+		`{"op":"alloc","id":3,"size":1,"tag":"a` + "\t" + `b"}`,
+		`{"op":"alloc","id":3,"size":`,
+		`{"op":"step","name":"s"}`,
+		`not json`,
+		"",
+		" \t",
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 2000 {
+		var buf []byte
+		for k := range 1 + rng.IntN(12) {
+			if k > 0 {
+				buf = append(buf, '\n')
+			}
+			buf = append(buf, lines[rng.IntN(len(lines))]...)
+		}
+		if rng.IntN(2) == 0 {
+			buf = append(buf, '\n')
+		}
+		c := &lineChunk{buf: buf, first: 10}
+		d := decoder{tags: map[string]string{}}
+		d.decodeLines(c)
+
+		var want []Event
+		var bad []badLine
+		ref := decoder{tags: map[string]string{}}
+		for k, l := range bytes.Split(bytes.TrimSuffix(buf, []byte("\n")), []byte("\n")) {
+			l = bytes.TrimSuffix(l, []byte("\r"))
+			if isBlank(l) {
+				continue
+			}
+			var ev Event
+			if msg := ref.decodeEvent(&ev, l, 10+int64(k)); msg != "" {
+				bad = append(bad, badLine{len(want), msg})
+			}
+			want = append(want, ev)
+		}
+		require.Equal(t, len(want), len(c.events), "%q", buf)
+		require.Equal(t, len(bad), len(c.bad), "%q", buf)
+		if len(want) > 0 {
+			require.Equal(t, want, c.events, "%q", buf)
+		}
+		if len(bad) > 0 {
+			require.Equal(t, bad, c.bad, "%q", buf)
+		}
+	}
 }
 
 // leadingDigits and stopsString agree with the byte-by-byte definitions for

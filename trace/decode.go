@@ -87,6 +87,11 @@ func (d *decoder) decodeEvent(ev *Event, line []byte, lineNo int64) string {
 		ev.Line = lineNo
 		return ""
 	}
+	return d.decodeGeneral(ev, line, lineNo)
+}
+
+// decodeGeneral is decodeEvent for a line that is not canonical.
+func (d *decoder) decodeGeneral(ev *Event, line []byte, lineNo int64) string {
 	ev.Line = lineNo
 	msg, ok := d.scanEvent(ev, line)
 	if !ok {

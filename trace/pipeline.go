@@ -167,28 +167,43 @@ func (p *pipeline) decodeChunks() {
 			// growing to it by copies.
 			c.events = make([]Event, 0, chunkBytes/32)
 		}
-		c.events, c.bad = c.events[:0], c.bad[:0]
-		line := c.first
-		for rest := c.buf; len(rest) > 0; line++ {
-			l := rest
-			if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-				l, rest = rest[:i], rest[i+1:]
-			} else {
-				rest = nil
-			}
-			if n := len(l); n > 0 && l[n-1] == '\r' {
-				l = l[:n-1]
-			}
-			if isBlank(l) {
-				continue
-			}
-			c.events = append(c.events, Event{})
-			ev := &c.events[len(c.events)-1]
-			if msg := d.decodeEvent(ev, l, line); msg != "" {
-				c.bad = append(c.bad, badLine{len(c.events) - 1, msg})
-			}
-		}
+		d.decodeLines(c)
 		c.ready <- struct{}{}
+	}
+}
+
+// decodeLines decodes the lines of c.buf into c.events, and notes those
+// that are not valid in c.bad. A canonical line is decoded where it
+// starts, before its end is known; any other line is cut at its newline
+// first.
+func (d *decoder) decodeLines(c *lineChunk) {
+	c.events, c.bad = c.events[:0], c.bad[:0]
+	line := c.first
+	for rest := c.buf; len(rest) > 0; line++ {
+		c.events = append(c.events, Event{})
+		ev := &c.events[len(c.events)-1]
+		if n := d.canonicalLine(ev, rest); n >= 0 {
+			ev.Line = line
+			rest = rest[min(n+1, len(rest)):]
+			continue
+		}
+		l := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			l, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		decode := d.decodeGeneral // canonicalLine has refused l
+		if n := len(l); n > 0 && l[n-1] == '\r' {
+			l, decode = l[:n-1], d.decodeEvent
+		}
+		if isBlank(l) {
+			c.events = c.events[:len(c.events)-1]
+			continue
+		}
+		if msg := decode(ev, l, line); msg != "" {
+			c.bad = append(c.bad, badLine{len(c.events) - 1, msg})
+		}
 	}
 }
 
