@@ -87,8 +87,8 @@ func dumpHead(s *Snapshot) *memorypb.MemoryDump {
 // the message chunkMsg fills from c: the fields in number order, those at
 // their zero value left out (proto3), an int32 or int64 as the varint of
 // its 64-bit two's complement. Writing the fields directly rather than
-// through the message's reflection takes a pool's dump from about 200 ns
-// a chunk to about 40.
+// through the message's reflection takes a pool's whole dump from about
+// 225 ns a chunk to about 70 (BenchmarkMarshal).
 func appendChunk(b []byte, c Chunk) ([]byte, error) {
 	if c.Size > math.MaxInt64 || c.Requested > math.MaxInt64 {
 		return b, fmt.Errorf("encoding a MemoryDump: chunk at %#x: size %d or requested size %d does not fit an int64", c.Addr, c.Size, c.Requested)
