@@ -22,29 +22,29 @@ import (
 func readAll(t *testing.T, text string, opts ...ReaderOption) ([]Event, *Reader, error) {
 	t.Helper()
 	evs, r, err := readWith(t, text, math.MaxInt64, opts...)
+	// same requires that another way of reading text gave what the first
+	// did: the events, the error, the summary and, if skipped, the lines
+	// skipped.
+	same := func(how string, oevs []Event, or *Reader, oerr error, skipped bool) {
+		t.Helper()
+		require.Equal(t, evs, oevs, "events %s", how)
+		require.Equal(t, err, oerr, "error %s", how)
+		if r != nil {
+			require.Equal(t, r.Summary(), or.Summary(), "summary %s", how)
+			if skipped {
+				require.Equal(t, r.SkippedErrors(), or.SkippedErrors(), "skipped lines %s", how)
+			}
+		}
+	}
 	for _, start := range []int64{0, 1} {
 		pevs, pr, perr := readWith(t, text, start, opts...)
-		require.Equal(t, evs, pevs, "events decoded in parallel after line %d", start)
-		require.Equal(t, err, perr, "error decoding in parallel after line %d", start)
-		if r != nil {
-			require.Equal(t, r.Summary(), pr.Summary(), "summary decoding in parallel after line %d", start)
-			require.Equal(t, r.SkippedErrors(), pr.SkippedErrors(), "skipped lines decoding in parallel after line %d", start)
-		}
+		same(fmt.Sprintf("decoding in parallel after line %d", start), pevs, pr, perr, true)
 	}
 	for _, start := range []int64{0, math.MaxInt64} {
 		bevs, br, berr := readBatches(t, text, start, opts...)
-		require.Equal(t, evs, bevs, "events read in batches, pipeline after line %d", start)
-		require.Equal(t, err, berr, "error reading in batches, pipeline after line %d", start)
-		if r != nil {
-			require.Equal(t, r.Summary(), br.Summary(), "summary reading in batches, pipeline after line %d", start)
-		}
+		same(fmt.Sprintf("reading in batches, pipeline after line %d", start), bevs, br, berr, false)
 		levs, lr, lerr := readLent(t, text, start, opts...)
-		require.Equal(t, evs, levs, "events lent, pipeline after line %d", start)
-		require.Equal(t, err, lerr, "error reading lent events, pipeline after line %d", start)
-		if r != nil {
-			require.Equal(t, r.Summary(), lr.Summary(), "summary reading lent events, pipeline after line %d", start)
-			require.Equal(t, r.SkippedErrors(), lr.SkippedErrors(), "skipped lines reading lent events, pipeline after line %d", start)
-		}
+		same(fmt.Sprintf("reading lent events, pipeline after line %d", start), levs, lr, lerr, true)
 	}
 	return evs, r, err
 }
