@@ -110,7 +110,7 @@ func (o *replayOptions) addFlags(cmd *cobra.Command, multi bool) {
 	f.BoolVar(&o.stopOnOOM, "stop-on-oom", false, "stop each allocator's replay at its first failed allocation")
 	f.BoolVar(&o.check, "check", false, "verify every allocation with the invariant checker (slower)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar, and no line saying how a recording was converted")
-	f.IntVar(&o.latencySample, "latency-sample", sim.DefaultLatencySample, "time one Allocate and one Free in this many (1: every call; timing every call slows a replay by a third)")
+	f.IntVar(&o.latencySample, "latency-sample", sim.DefaultLatencySample, "time one Allocate and one Free in this many (1: every call, which makes a replay about half as slow again)")
 	_ = cmd.RegisterFlagCompletionFunc("allocators", fixedCompletion(allocators.Names()...))
 	_ = cmd.RegisterFlagCompletionFunc("space", fixedCompletion(allocators.SpaceKinds...))
 }
