@@ -163,6 +163,10 @@ func writeHeapProfile(path string) error {
 	if err != nil {
 		return err
 	}
+	// A heap profile counts what was allocated up to the last collection
+	// only: without one now, the allocations since (half of a large
+	// replay's, which grows its tables to the end) would be left out.
+	runtime.GC()
 	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
 		f.Close()
 		return err
