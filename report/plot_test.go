@@ -5,13 +5,18 @@ import (
 	"fmt"
 	"image/color"
 	"image/png"
+	"math"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	gdraw "gonum.org/v1/plot/vg/draw"
 
 	"github.com/bfcsim/bfcsim/allocators"
 	"github.com/bfcsim/bfcsim/sim"
@@ -273,4 +278,67 @@ func TestWritePlotErrors(t *testing.T) {
 	f, err := PlotFormat("dir/X.SVG")
 	require.NoError(t, err)
 	assert.Equal(t, "svg", f)
+}
+
+// line's few glyph boxes pad a plot exactly as gonum's one per point: the
+// same plots, drawn with either, are the same bytes, whether the points
+// fit the axes or some fall outside them, and with NaNs, steps, a log
+// axis, a line of no width and lines of one point or none.
+func TestLineGlyphBoxesPadAsGonums(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	points := func(n int) plotter.XYs {
+		xys := make(plotter.XYs, n)
+		for i := range xys {
+			xys[i] = plotter.XY{X: rng.Float64()*200 - 50, Y: rng.Float64()*2000 + 1}
+		}
+		return xys
+	}
+	withNaN := points(50)
+	withNaN[7].X, withNaN[20].Y = math.NaN(), math.NaN()
+	cases := []struct {
+		name   string
+		lines  []plotter.XYs
+		width  vg.Length
+		step   bool
+		log    bool
+		ranges bool // axes narrower than the points
+	}{
+		{name: "fit", lines: []plotter.XYs{points(300), points(40)}, width: 1.6},
+		{name: "outside", lines: []plotter.XYs{points(300), points(5)}, width: 8, ranges: true},
+		{name: "nan", lines: []plotter.XYs{withNaN}, width: 3, ranges: true},
+		{name: "steps", lines: []plotter.XYs{points(100)}, width: 1.1, step: true},
+		{name: "log", lines: []plotter.XYs{points(100), points(3)}, width: 1.2, log: true},
+		{name: "no width", lines: []plotter.XYs{points(50)}, width: 0},
+		{name: "one point", lines: []plotter.XYs{{{X: 3, Y: 4}}}, width: 5},
+		{name: "none", lines: []plotter.XYs{{}}, width: 5},
+	}
+	for _, tc := range cases {
+		draw := func(wrap bool) []byte {
+			p := newPanel(tc.name, "x", "y")
+			if tc.log {
+				p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{}
+			}
+			for i, xys := range tc.lines {
+				l := &plotter.Line{XYs: xys, LineStyle: gdraw.LineStyle{Color: allocatorColor(i), Width: tc.width}}
+				if tc.step {
+					l.StepStyle = plotter.PostStep
+				}
+				if wrap {
+					p.Add(line{l})
+				} else {
+					p.Add(l)
+				}
+			}
+			if tc.ranges { // after Add, which widens the axes to the points
+				p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, 100, 100, 1500
+			}
+			w, err := p.WriterTo(4*vg.Inch, 3*vg.Inch, "svg")
+			require.NoError(t, err, tc.name)
+			var buf bytes.Buffer
+			_, err = w.WriteTo(&buf)
+			require.NoError(t, err, tc.name)
+			return buf.Bytes()
+		}
+		assert.True(t, bytes.Equal(draw(false), draw(true)), "%s: the plots differ", tc.name)
+	}
 }

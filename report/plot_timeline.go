@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"slices"
 	"strconv"
 
 	"gonum.org/v1/plot"
@@ -89,7 +90,7 @@ func timelineFigure(tr *Trace, results []*Result) (*figure, error) {
 		marks := &eventLines{timeline: tl}
 		p.Add(marks)
 		lr, li, ll := stepLine(reserved, reservedColor, 1.6), stepLine(inUse, inUseColor, 1.1), stepLine(live, liveColor, 0.8)
-		p.Add(lr, li, ll)
+		p.Add(line{lr}, line{li}, line{ll})
 		p.Legend.Add("reserved", lr)
 		p.Legend.Add("in use", li)
 		p.Legend.Add("live (requested)", ll)
@@ -200,12 +201,12 @@ func fragmentationFigure(tr *Trace, results []*Result) (*figure, error) {
 		tf, ratio := fragmentationXYs(tl)
 		col := allocatorColor(i)
 		l1 := &plotter.Line{XYs: tf, LineStyle: draw.LineStyle{Color: col, Width: 1}}
-		tfPanel.Add(l1)
+		tfPanel.Add(line{l1})
 		tfPanel.Legend.Add(fmt.Sprintf("%s (max %s, mean %s)", r.Allocator,
 			Percent(r.TFFragmentation.Max), Percent(r.TFFragmentation.Mean)), l1)
 		if len(ratio) > 0 {
 			l2 := &plotter.Line{XYs: ratio, LineStyle: draw.LineStyle{Color: col, Width: 1}}
-			ratioPanel.Add(l2)
+			ratioPanel.Add(line{l2})
 			ratioPanel.Legend.Add(fmt.Sprintf("%s (fragmentation %s)", r.Allocator, Percent(r.Fragmentation)), l2)
 			for _, xy := range ratio {
 				lo, hi = math.Min(lo, xy.Y), math.Max(hi, xy.Y)
@@ -316,7 +317,7 @@ func latencyFigure(tr *Trace, results []*Result) (*figure, error) {
 				continue
 			}
 			l := &plotter.Line{XYs: latencyXYs(curve), LineStyle: draw.LineStyle{Color: allocatorColor(i), Width: 1.2}}
-			p.Add(l)
+			p.Add(line{l})
 			p.Legend.Add(r.Allocator, l)
 			drawn = true
 		}
@@ -327,4 +328,59 @@ func latencyFigure(tr *Trace, results []*Result) (*figure, error) {
 	}
 	return newFigure(tr.Name+": latency of each call, measured in-process",
 		"Timings vary from run to run and machine to machine; the byte counts of the other plots do not.", panels...), nil
+}
+
+// line draws a plotter.Line, and gives the plot only the glyph boxes that
+// can decide its padding. A line's glyph boxes pad the plot by half its
+// width around every point, so that no stroke is clipped; gonum makes one
+// per point, and looks for the outermost ones twice a drawing (padX,
+// padY). Every box of a line is the same size, so the outermost are those
+// of the points furthest left, right, down and up among the points the
+// plot keeps boxes of (those in its axes' ranges): four boxes, not one per
+// point of a line of thousands, for the same padding.
+type line struct{ *plotter.Line }
+
+func (l line) GlyphBoxes(p *plot.Plot) []plot.GlyphBox {
+	r := 0.5 * l.LineStyle.Width
+	if r <= 0 {
+		return nil // plot ignores boxes of no size
+	}
+	at := [4]int{-1} // the points furthest left, right, down and up
+	var loX, hiX, loY, hiY float64
+	for i := range l.XYs.Len() {
+		x, y := l.XY(i)
+		nx, ny := p.X.Norm(x), p.Y.Norm(y)
+		if !(nx >= 0 && nx <= 1 && ny >= 0 && ny <= 1) {
+			continue // a box plot drops, or (NaN) one never outermost
+		}
+		if at[0] < 0 {
+			at, loX, hiX, loY, hiY = [4]int{i, i, i, i}, nx, nx, ny, ny
+			continue
+		}
+		if nx < loX {
+			at[0], loX = i, nx
+		}
+		if nx > hiX {
+			at[1], hiX = i, nx
+		}
+		if ny < loY {
+			at[2], loY = i, ny
+		}
+		if ny > hiY {
+			at[3], hiY = i, ny
+		}
+	}
+	if at[0] < 0 {
+		return nil
+	}
+	rect := vg.Rectangle{Min: vg.Point{X: -r, Y: -r}, Max: vg.Point{X: r, Y: r}}
+	boxes := make([]plot.GlyphBox, 0, len(at))
+	for k, i := range at {
+		if slices.Contains(at[:k], i) {
+			continue
+		}
+		x, y := l.XY(i)
+		boxes = append(boxes, plot.GlyphBox{X: p.X.Norm(x), Y: p.Y.Norm(y), Rectangle: rect})
+	}
+	return boxes
 }

@@ -245,7 +245,7 @@ func WriteSweepPlot(w io.Writer, s *Sweep, g SweepGroup, metric, format string) 
 			Color: col, Radius: 3.5, Shape: sweepGlyphs[a%len(sweepGlyphs)]}}
 		if sp.numeric {
 			l := &plotter.Line{XYs: se.xys, LineStyle: draw.LineStyle{Color: col, Width: 1.2}}
-			p.Add(l, sc)
+			p.Add(line{l}, sc)
 			p.Legend.Add(se.allocator, l, sc)
 		} else {
 			p.Add(sc)
