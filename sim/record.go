@@ -323,9 +323,7 @@ func newRecorder(cfg RecordConfig, granule uint64) *recorder {
 func (r *recorder) atPeak() bool { return !r.cfg.AtEvent }
 
 func (r *recorder) alloc(slot uint32, b allocators.Block, requested uint64, tag string, id uint64, line int64) {
-	if int(slot) >= r.blocks.Len() {
-		r.blocks.Grow(slot)
-	}
+	r.blocks.Grow(slot)
 	*r.blocks.At(slot) = recBlock{addr: b.Addr, size: b.Size, start: r.now, requested: requested, id: id, line: line, tag: tag}
 	r.mm.BlockCount++
 	r.touchRange(b.Addr, b.Size)

@@ -458,9 +458,7 @@ func (r *runner) apply(events []trace.Event, first int64) error {
 func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 	recordedOOM := r.oomNext
 	r.oomNext = false
-	if int(ev.Slot) >= r.blocks.Len() {
-		r.blocks.Grow(ev.Slot)
-	}
+	r.blocks.Grow(ev.Slot)
 	if ev.Size == 0 {
 		*r.blocks.At(ev.Slot) = allocators.Block{}
 		r.result.OKAllocs++

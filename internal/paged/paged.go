@@ -28,8 +28,15 @@ func (t *Table[T]) At(i uint32) *T {
 	return &t.pages[i>>PageBits][i&(PageSize-1)]
 }
 
-// Grow makes room for index i.
+// Grow makes room for index i. It is called for every entry written, so
+// the check is kept small enough to inline, and adding pages apart.
 func (t *Table[T]) Grow(i uint32) {
+	if int(i>>PageBits) >= len(t.pages) {
+		t.addPages(i)
+	}
+}
+
+func (t *Table[T]) addPages(i uint32) {
 	for int(i>>PageBits) >= len(t.pages) {
 		t.pages = append(t.pages, new([PageSize]T))
 	}
