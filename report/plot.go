@@ -193,8 +193,8 @@ func (f *figure) write(w io.Writer, format string) error {
 // about half the time of a memory map or occupancy plot, and its default
 // compression much of the rest, for plots that are mostly flat colour;
 // the two filters' pixels differ only at the edges of shapes and in the
-// anti-aliasing of glyphs, and the files grow by 3 to 8%. The plots of a replay with -o are drawn after
-// the replay, and are part of its wait.
+// anti-aliasing of glyphs, and the files grow by 3 to 8%. The plots of a
+// replay with -o are drawn after the replay, and are part of its wait.
 type pngCanvas struct{ *vgimg.Canvas }
 
 func newPNGCanvas(w, h vg.Length) pngCanvas {
