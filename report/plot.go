@@ -3,9 +3,8 @@ package report
 import (
 	"errors"
 	"fmt"
+	"image"
 	"image/color"
-	stddraw "image/draw"
-	"image/png"
 	"io"
 	"math"
 	"path/filepath"
@@ -188,29 +187,31 @@ func (f *figure) write(w io.Writer, format string) error {
 }
 
 // pngCanvas is a 96-dpi image canvas that draws images and glyphs onto
-// it with the approximate bilinear filter, and writes itself as PNG at
-// zlib's fastest level. vgimg.PngCanvas's exact bilinear filter took
-// about half the time of a memory map or occupancy plot, and its default
-// compression much of the rest, for plots that are mostly flat colour;
-// the two filters' pixels differ only at the edges of shapes and in the
-// anti-aliasing of glyphs, and the files grow by 3 to 8%. The plots of a
-// replay with -o are drawn after the replay, and are part of its wait.
-type pngCanvas struct{ *vgimg.Canvas }
+// it with the approximate bilinear filter, and writes itself with
+// encodePNG. vgimg.PngCanvas's exact bilinear filter took about half the
+// time of a memory map or occupancy plot, for plots that are mostly flat
+// colour; the two filters' pixels differ only at the edges of shapes and
+// in the anti-aliasing of glyphs. The plots of a replay with -o are drawn
+// after the replay, and are part of its wait.
+type pngCanvas struct {
+	*vgimg.Canvas
+	img *image.RGBA
+}
 
 func newPNGCanvas(w, h vg.Length) pngCanvas {
 	const dpi = 96
 	px := func(l vg.Length) int { return int(l/vg.Inch*dpi + 0.5) } // as vgimg sizes its image
-	ctx := gg.NewContext(px(w), px(h))
+	img := image.NewRGBA(image.Rect(0, 0, px(w), px(h)))
+	ctx := gg.NewContextForRGBA(img)
 	ctx.SetLineCapButt()
 	ctx.SetInterpolator(xdraw.ApproxBiLinear)
 	ctx.InvertY()
-	return pngCanvas{vgimg.NewWith(vgimg.UseImageWithContext(ctx.Image().(stddraw.Image), ctx), vgimg.UseDPI(dpi))}
+	return pngCanvas{vgimg.NewWith(vgimg.UseImageWithContext(img, ctx), vgimg.UseDPI(dpi)), img}
 }
 
 func (c pngCanvas) WriteTo(w io.Writer) (int64, error) {
 	cw := &countingWriter{w: w}
-	enc := png.Encoder{CompressionLevel: png.BestSpeed}
-	err := enc.Encode(cw, c.Image())
+	err := encodePNG(cw, c.img)
 	return cw.n, err
 }
 

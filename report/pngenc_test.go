@@ -1,0 +1,144 @@
+package report
+
+import (
+	"bytes"
+	"image"
+	"image/color"
+	"image/draw"
+	"image/png"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bfcsim/bfcsim/sim"
+)
+
+// plotImages draws every kind of plot of a bundled trace as PNG and
+// returns them decoded.
+func plotImages(t testing.TB) map[string]*image.RGBA {
+	t.Helper()
+	tr := recordedTrace(t, "random.jsonl", sim.RecordConfig{Blocks: 1000}, "bfc")
+	out := map[string]*image.RGBA{}
+	for _, kind := range PlotKinds {
+		var buf bytes.Buffer
+		require.NoError(t, WritePlot(&buf, tr, PlotOptions{Kind: kind, Allocator: "bfc"}, "png"))
+		out[kind] = decodeRGBA(t, buf.Bytes())
+	}
+	return out
+}
+
+func decodeRGBA(t testing.TB, b []byte) *image.RGBA {
+	t.Helper()
+	m, err := png.Decode(bytes.NewReader(b))
+	require.NoError(t, err)
+	r := image.NewRGBA(m.Bounds())
+	draw.Draw(r, r.Bounds(), m, m.Bounds().Min, draw.Src)
+	return r
+}
+
+// What encodePNG writes decodes to the pixels it was given: plots, noise
+// that deflate cannot shorten, an image of one pixel, and a sub-image
+// whose rows are not contiguous.
+func TestEncodePNGPixels(t *testing.T) {
+	imgs := plotImages(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	noise := image.NewRGBA(image.Rect(0, 0, 37, 23))
+	for i := range noise.Pix {
+		noise.Pix[i] = byte(rng.Uint32())
+		if i%4 == 3 {
+			noise.Pix[i] = 0xff
+		}
+	}
+	imgs["noise"] = noise
+	one := image.NewRGBA(image.Rect(0, 0, 1, 1))
+	one.Set(0, 0, color.RGBA{R: 1, G: 2, B: 3, A: 0xff})
+	imgs["one pixel"] = one
+	imgs["sub-image"] = imgs["occupancy"].SubImage(image.Rect(101, 37, 403, 290)).(*image.RGBA)
+
+	for name, m := range imgs {
+		var buf bytes.Buffer
+		require.NoError(t, encodePNG(&buf, m), name)
+		b := buf.Bytes()
+		require.Greater(t, len(b), 26, name)
+		assert.Equal(t, byte(2), b[25], "%s: written as RGB", name) // IHDR's colour type
+		got := decodeRGBA(t, b)
+		want := image.NewRGBA(image.Rect(0, 0, m.Rect.Dx(), m.Rect.Dy()))
+		draw.Draw(want, want.Bounds(), m, m.Rect.Min, draw.Src)
+		assert.Equal(t, want.Rect, got.Rect, name)
+		assert.True(t, bytes.Equal(want.Pix, got.Pix), "%s: the pixels differ", name)
+	}
+}
+
+// An image that is not opaque keeps its alpha, through image/png.
+func TestEncodePNGTranslucent(t *testing.T) {
+	m := image.NewRGBA(image.Rect(0, 0, 3, 2))
+	m.Set(0, 0, color.RGBA{R: 10, G: 20, B: 30, A: 0xff})
+	m.Set(1, 0, color.RGBA{R: 5, G: 6, B: 7, A: 0x80})
+	var buf bytes.Buffer
+	require.NoError(t, encodePNG(&buf, m))
+	got, err := png.Decode(&buf)
+	require.NoError(t, err)
+	for _, p := range []image.Point{{0, 0}, {1, 0}, {2, 1}} {
+		assert.Equal(t, color.NRGBAModel.Convert(m.At(p.X, p.Y)), color.NRGBAModel.Convert(got.At(p.X, p.Y)), "pixel %v", p)
+	}
+}
+
+// A failed write is reported, wherever it fails.
+func TestEncodePNGWriteError(t *testing.T) {
+	m := image.NewRGBA(image.Rect(0, 0, 4, 4))
+	draw.Draw(m, m.Bounds(), image.White, image.Point{}, draw.Src)
+	var whole bytes.Buffer
+	require.NoError(t, encodePNG(&whole, m))
+	for n := range whole.Len() + 1 {
+		err := encodePNG(&failingWriter{left: n}, m)
+		if n < whole.Len() {
+			assert.ErrorIs(t, err, assert.AnError, "failing after %d bytes", n)
+		} else {
+			assert.NoError(t, err)
+		}
+	}
+}
+
+// failingWriter takes left bytes and then fails.
+type failingWriter struct{ left int }
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > w.left {
+		n := w.left
+		w.left = 0
+		return n, assert.AnError
+	}
+	w.left -= len(p)
+	return len(p), nil
+}
+
+// BenchmarkEncodePNG writes the plots of a bundled trace with encodePNG
+// and with image/png at its fastest level.
+func BenchmarkEncodePNG(b *testing.B) {
+	imgs := plotImages(b)
+	encoders := []struct {
+		name string
+		fn   func(*bytes.Buffer, *image.RGBA) error
+	}{
+		{"encodePNG", func(w *bytes.Buffer, m *image.RGBA) error { return encodePNG(w, m) }},
+		{"image-png", func(w *bytes.Buffer, m *image.RGBA) error {
+			return (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(w, m)
+		}},
+	}
+	for _, kind := range PlotKinds {
+		for _, e := range encoders {
+			b.Run(kind+"/"+e.name, func(b *testing.B) {
+				var buf bytes.Buffer
+				for b.Loop() {
+					buf.Reset()
+					if err := e.fn(&buf, imgs[kind]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(buf.Len()), "bytes")
+			})
+		}
+	}
+}
