@@ -28,6 +28,7 @@ var (
 	unreserved    = color.RGBA{0xf7, 0xf7, 0xf7, 0xff}
 	otherTagFill  = color.RGBA{0x99, 0x99, 0x99, 0xff}
 	untaggedFill  = color.RGBA{0xc8, 0xc8, 0xc8, 0xff}
+	white         = color.RGBA{0xff, 0xff, 0xff, 0xff}
 )
 
 // maxTagColors is how many tags get a colour of their own; the rest share grey.
@@ -236,8 +237,8 @@ func rasterImage(r *sim.Raster) *image.RGBA {
 		for col := range r.Cols {
 			u, v := r.At(row, col)
 			v = math.Min(math.Max(v, u), 1)
-			img.Set(col, r.Rows-1-row, mix(
-				weighted{color.White, 1 - v},
+			img.SetRGBA(col, r.Rows-1-row, mix(
+				weighted{white, 1 - v},
 				weighted{regionFill, v - u},
 				weighted{requestedFill, u},
 			))
@@ -247,7 +248,7 @@ func rasterImage(r *sim.Raster) *image.RGBA {
 }
 
 type weighted struct {
-	c color.Color
+	c color.RGBA // opaque
 	w float64
 }
 
@@ -258,10 +259,9 @@ func mix(parts ...weighted) color.RGBA {
 		if p.w <= 0 {
 			continue
 		}
-		cr, cg, cb, _ := p.c.RGBA()
-		r += p.w * float64(cr>>8)
-		g += p.w * float64(cg>>8)
-		b += p.w * float64(cb>>8)
+		r += p.w * float64(p.c.R)
+		g += p.w * float64(p.c.G)
+		b += p.w * float64(p.c.B)
 	}
 	clamp := func(v float64) uint8 { return uint8(math.Min(math.Max(math.Round(v), 0), 255)) }
 	return color.RGBA{clamp(r), clamp(g), clamp(b), 0xff}
@@ -392,7 +392,7 @@ func (m *occupancyMap) image(rowPx int) *image.RGBA {
 			for y := range rowPx - 1 {
 				img.SetRGBA(col, row*rowPx+y, c)
 			}
-			img.SetRGBA(col, row*rowPx+rowPx-1, color.RGBA{0xff, 0xff, 0xff, 0xff})
+			img.SetRGBA(col, row*rowPx+rowPx-1, white)
 		}
 	}
 	return img
