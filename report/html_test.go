@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bfcsim/bfcsim/internal/browsertest"
+	"github.com/bfcsim/bfcsim/sim"
 )
 
 // htmlReport is the fragmenter golden report (four allocators, three of which
@@ -459,4 +460,26 @@ func TestHTMLVerdictLine(t *testing.T) {
 		tr.Results[i].FailedAllocs = 1
 	}
 	assert.Contains(t, traceVerdict(&tr), "(every allocator failed allocations)")
+}
+
+// BenchmarkWriteHTML writes index.html for a bundled trace replayed with
+// every series recorded and its memory map summarised into the default
+// raster, with its plots' PNGs embedded, as -o writes it.
+func BenchmarkWriteHTML(b *testing.B) {
+	tr := recordedTrace(b, "random.jsonl", sim.RecordConfig{Blocks: 1000}, "bfc")
+	rep := Report{Traces: []Trace{*tr}}
+	var figs []HTMLFigure
+	for _, kind := range PlotKinds {
+		var buf bytes.Buffer
+		require.NoError(b, WritePlot(&buf, tr, PlotOptions{Kind: kind, Allocator: "bfc"}, "png"))
+		figs = append(figs, HTMLFigure{Allocator: "bfc", Kind: kind, Title: kind, PNG: buf.Bytes(), PNGFile: kind + ".png", SVGFile: kind + ".svg"})
+	}
+	var buf bytes.Buffer
+	for b.Loop() {
+		buf.Reset()
+		if err := WriteHTML(&buf, rep, figs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(buf.Len()), "bytes")
 }
