@@ -13,7 +13,7 @@ import (
 // the memory map, every block as columns of numbers (addresses relative to
 // the map's lowest), so that a page of tens of thousands of blocks stays a
 // few megabytes. A memory map the replay summarised (more blocks than it
-// keeps, sim.RecordConfig.Blocks) comes as its raster of in-use fractions.
+// keeps, sim.RecordConfig.Blocks) comes as its raster of in-use percentages.
 
 type exploreData struct {
 	Traces []exploreTrace `json:"traces"`
@@ -57,8 +57,10 @@ type exploreRaster struct {
 	Rows, Cols int
 	RowBytes   uint64
 	Width      int64
-	// U holds, row-major, the fraction of each cell in use, to 1/100.
-	U []float64
+	// U holds, row-major, the percentage of each cell in use, rounded to
+	// a whole number: the page holds 262,144 of them at the default
+	// raster's size, which as fractions took most of its JSON's time.
+	U []int
 }
 
 // MarshalJSON spells the allocator's keys briefly: the page carries one per
@@ -158,9 +160,9 @@ func newExploreAlloc(r *Result) exploreAlloc {
 		a.Blocks = b
 	}
 	if g := mm.Raster; !mm.Exact && g != nil {
-		rs := &exploreRaster{Rows: g.Rows, Cols: g.Cols, RowBytes: g.RowBytes, Width: g.Width, U: make([]float64, len(g.InUse))}
+		rs := &exploreRaster{Rows: g.Rows, Cols: g.Cols, RowBytes: g.RowBytes, Width: g.Width, U: make([]int, len(g.InUse))}
 		for i, f := range g.InUse {
-			rs.U[i] = math.Round(f*100) / 100
+			rs.U[i] = int(math.Round(f * 100))
 		}
 		a.Raster = rs
 	}

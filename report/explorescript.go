@@ -120,7 +120,7 @@ View.prototype.showTip = function (p, ev) {
   } else if (a.raster) {
     var g = a.raster, col = Math.floor(e / g.Width), row = Math.floor(addr / g.RowBytes);
     if (col >= 0 && col < g.Cols && row >= 0 && row < g.Rows) {
-      text = Math.round(g.U[row * g.Cols + col] * 100) + "% in use: events " + count(col * g.Width) + "–" + count((col + 1) * g.Width) +
+      text = g.U[row * g.Cols + col] + "% in use: events " + count(col * g.Width) + "–" + count((col + 1) * g.Width) +
         ", addresses " + hex(a.lo + row * g.RowBytes) + "– (summarised)";
     }
   }
@@ -141,7 +141,7 @@ View.prototype.drawMap = function () {
     var g = a.raster;
     for (var r = 0; r < g.Rows; r++) {
       for (var k = 0; k < g.Cols; k++) {
-        var u = g.U[r * g.Cols + k];
+        var u = g.U[r * g.Cols + k] / 100;
         if (!u) continue;
         var cx0 = this.xOf(k * g.Width), cx1 = this.xOf((k + 1) * g.Width);
         var cy0 = this.yOf((r + 1) * g.RowBytes), cy1 = this.yOf(r * g.RowBytes);
@@ -224,7 +224,7 @@ View.prototype.drawOcc = function () {
     } else if (a.raster) {
       var g = a.raster, col = Math.min(g.Cols - 1, Math.floor(e / g.Width));
       for (var r = 0; r < g.Rows; r++) {
-        var u = g.U[r * g.Cols + col];
+        var u = g.U[r * g.Cols + col] / 100;
         if (!u) continue;
         c.fillStyle = "rgba(76,120,168," + u + ")";
         c.fillRect(r * g.RowBytes / span * W, 0, Math.max(g.RowBytes / span * W, 1), H);

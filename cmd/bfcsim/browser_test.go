@@ -231,6 +231,10 @@ type exploreData struct {
 				B, E    []int64
 				LA, LF  []int64
 			} `json:"blocks"`
+			Raster *struct {
+				Rows, Cols int
+				U          []json.Number
+			} `json:"raster"`
 		} `json:"allocators"`
 	} `json:"traces"`
 }
@@ -290,6 +294,17 @@ func TestIndexExploreSummarised(t *testing.T) {
 	for _, a := range data.Traces[0].Allocators {
 		assert.False(t, a.Exact, a.Name)
 		assert.Len(t, a.Blocks.S, 20000, "%s: the largest blocks, drawn over the raster", a.Name)
+		// The raster: each cell's percentage in use, a whole number.
+		require.NotNil(t, a.Raster, a.Name)
+		require.Len(t, a.Raster.U, a.Raster.Rows*a.Raster.Cols, a.Name)
+		most := int64(0)
+		for _, u := range a.Raster.U {
+			n, err := u.Int64()
+			require.NoError(t, err, "%s: %s", a.Name, u)
+			require.True(t, n >= 0 && n <= 100, "%s: %d%%", a.Name, n)
+			most = max(most, n)
+		}
+		assert.Equal(t, int64(100), most, "%s: some cell is all in use", a.Name)
 	}
 	assert.Less(t, len(html), 8<<20, "the page stays a few megabytes")
 }
