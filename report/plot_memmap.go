@@ -212,6 +212,7 @@ type rects struct {
 
 func (r *rects) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, trY := p.Transforms(&c)
+	png, direct := pngCanvasOf(c.Canvas)
 	for _, q := range r.rs {
 		x0, x1, y0, y1 := trX(q.x0), trX(q.x1), trY(q.y0), trY(q.y1)
 		if y1-y0 < minBlockHeight {
@@ -219,7 +220,11 @@ func (r *rects) Plot(c draw.Canvas, p *plot.Plot) {
 			y0, y1 = mid-minBlockHeight/2, mid+minBlockHeight/2
 		}
 		pts := []vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}}
-		c.FillPolygon(q.fill, pts)
+		if direct {
+			png.fillRect(pts[0], pts[2], q.fill)
+		} else {
+			c.FillPolygon(q.fill, pts)
+		}
 		if r.outline != nil {
 			c.StrokeLines(*r.outline, append(pts, pts[0]))
 		}

@@ -243,6 +243,21 @@ func BenchmarkWritePlot(b *testing.B) {
 			})
 		}
 	}
+	// A memory map of every block, drawn as rectangles.
+	exact := recordedTrace(b, "transformer-train.jsonl", sim.RecordConfig{}, "naive")
+	require.True(b, exact.Results[0].Series.Memmap.Exact)
+	for _, format := range PlotFormats {
+		b.Run("memmap-exact/"+format, func(b *testing.B) {
+			var buf bytes.Buffer
+			for b.Loop() {
+				buf.Reset()
+				if err := WritePlot(&buf, exact, PlotOptions{Kind: "memmap", Allocator: "naive"}, format); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(buf.Len()), "bytes")
+		})
+	}
 }
 
 // A memory map past its rectangle budget draws the raster and says so.

@@ -11,6 +11,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gonum.org/v1/plot/vg"
+	vgdraw "gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/bfcsim/bfcsim/sim"
 )
@@ -141,4 +144,61 @@ func BenchmarkEncodePNG(b *testing.B) {
 			})
 		}
 	}
+}
+
+// fillRect paints exactly what gg paints for a rectangle's path:
+// rectangles with edges between pixels, smaller than a pixel, overlapping,
+// translucent, empty, and reaching past the canvas's left, bottom and right
+// edges. (At the top edge freetype paints the part of a shape above the
+// canvas into the first row, which a plot's data, drawn inside its axes,
+// never reaches.)
+func TestFillRectAsGG(t *testing.T) {
+	const w, h = 3 * vg.Inch, 2 * vg.Inch
+	viaPath, direct := newPNGCanvas(w, h), newPNGCanvas(w, h)
+	dc := vgdraw.New(viaPath)
+	rng := rand.New(rand.NewPCG(3, 4))
+	colors := []color.Color{requestedFill, wastedFill, regionFill, color.NRGBA{R: 200, G: 10, B: 90, A: 0x80}, color.Black}
+	pt := func() vg.Length { return vg.Length(2 + rng.Float64()*120) }
+	for i := range 400 {
+		a := vg.Point{X: pt(), Y: pt()}
+		b := vg.Point{X: a.X + vg.Length(rng.ExpFloat64()*8), Y: a.Y + vg.Length(rng.ExpFloat64()*8)}
+		switch i % 10 {
+		case 0:
+			b.X = a.X // empty
+		case 1:
+			b.X, b.Y = a.X+0.3, a.Y+0.2 // well under a pixel
+		case 2:
+			a.X, b.X = 10.5, 200.25 // exact points
+		case 3:
+			a.X, a.Y = -5, -3 // past the left and bottom edges
+		case 4:
+			b.X = w + 4 // past the right edge
+		}
+		col := colors[i%len(colors)]
+		dc.FillPolygon(col, []vg.Point{a, {X: b.X, Y: a.Y}, b, {X: a.X, Y: b.Y}})
+		direct.fillRect(a, b, col)
+	}
+	require.Equal(t, viaPath.img.Rect, direct.img.Rect)
+	worst, differ := 0, 0
+	for i := range viaPath.img.Pix {
+		d := int(viaPath.img.Pix[i]) - int(direct.img.Pix[i])
+		worst = max(worst, d, -d)
+		if d != 0 {
+			differ++
+		}
+	}
+	assert.Zero(t, differ, "channels that differ, by %d at most", worst)
+}
+
+// The rectangles of a memory map find the PNG canvas under the canvases
+// plot wraps around it, and draw on it directly; not on an SVG.
+func TestPNGCanvasOf(t *testing.T) {
+	png := newPNGCanvas(2*vg.Inch, vg.Inch)
+	c := vgdraw.Crop(vgdraw.New(png), 3, -3, 2, -2)
+	wrapped := vgdraw.Canvas{Canvas: c, Rectangle: c.Rectangle}
+	got, ok := pngCanvasOf(wrapped.Canvas)
+	require.True(t, ok)
+	assert.Same(t, png.img, got.img)
+	_, ok = pngCanvasOf(vgdraw.New(vgsvg.New(vg.Inch, vg.Inch)).Canvas)
+	assert.False(t, ok)
 }
