@@ -238,55 +238,120 @@ func (c pngCanvas) fillRect(a, b vg.Point, col color.Color) {
 	if x0 >= x1 || y0 >= y1 {
 		return
 	}
-	cr, cg, cb, ca := col.RGBA()
+	p := c.painter(col)
 	const m = 1<<16 - 1
-	// alpha is the 16-bit alpha of a pixel cov of which is covered.
-	alpha := func(cov float64) uint32 {
-		a := min(uint32(math.Round(cov*0x1000)), 0x0fff)
-		return a<<4 | a>>8
-	}
-	// blend paints p over with col at alpha ma, as freetype's RGBAPainter
-	// does.
-	blend := func(p []byte, ma uint32) {
-		a := (m - (ca * ma / m)) * 0x101
-		p[0] = uint8((uint32(p[0])*a + cr*ma) / m >> 8)
-		p[1] = uint8((uint32(p[1])*a + cg*ma) / m >> 8)
-		p[2] = uint8((uint32(p[2])*a + cb*ma) / m >> 8)
-		p[3] = uint8((uint32(p[3])*a + ca*ma) / m >> 8)
-	}
-	solid := [4]byte{uint8(cr >> 8), uint8(cg >> 8), uint8(cb >> 8), uint8(ca >> 8)} // blended at full alpha
-	// coverage is how much of [k, k+1) the span [lo, hi) covers.
-	coverage := func(k int, lo, hi float64) float64 {
-		return min(hi, float64(k+1)) - max(lo, float64(k))
-	}
+	solid := [4]byte{uint8(p.cr >> 8), uint8(p.cg >> 8), uint8(p.cb >> 8), uint8(p.ca >> 8)} // blended at full alpha
+	box := pixelBox{x0, y0, x1, y1}
 	xa, xb := int(math.Floor(x0)), int(math.Ceil(x1))
-	left, right := alpha(coverage(xa, x0, x1)), alpha(coverage(xb-1, x0, x1))
 	for y := int(math.Floor(y0)); y < int(math.Ceil(y1)); y++ {
-		cy := coverage(y, y0, y1)
-		i := (y-bounds.Min.Y)*c.img.Stride + (xa-bounds.Min.X)*4
-		row := c.img.Pix[i : i+(xb-xa)*4]
+		// The first and last pixels of the row; those between are
+		// covered as far as the row is.
+		p.blend(xa, y, p.alpha(box.cover(xa, y)))
 		if xb-xa == 1 {
-			blend(row, alpha(coverage(xa, x0, x1)*cy))
 			continue
 		}
-		if cy == 1 {
-			blend(row[:4], left)
-			blend(row[len(row)-4:], right)
-		} else {
-			blend(row[:4], alpha(coverage(xa, x0, x1)*cy))
-			blend(row[len(row)-4:], alpha(coverage(xb-1, x0, x1)*cy))
-		}
-		inner := row[4 : len(row)-4]
-		if ma := alpha(cy); ma == m && ca == m {
+		p.blend(xb-1, y, p.alpha(box.cover(xb-1, y)))
+		ma := p.alpha(box.cover(xa+1, y))
+		i := (y-p.bounds.Min.Y)*p.img.Stride + (xa+1-p.bounds.Min.X)*4
+		inner := p.img.Pix[i : i+(xb-xa-2)*4]
+		switch {
+		case ma == m && p.ca == m:
 			for k := 0; k < len(inner); k += 4 {
 				copy(inner[k:k+4], solid[:])
 			}
-		} else if ma != 0 {
-			for k := 0; k < len(inner); k += 4 {
-				blend(inner[k:k+4], ma)
+		case ma != 0:
+			for x := xa + 1; x < xb-1; x++ {
+				p.blend(x, y, ma)
 			}
 		}
 	}
+}
+
+// strokeRect outlines the rectangle with corners a and b as gg strokes the
+// closed polyline of its corners with width and col, each side a band
+// width wide, and reports whether it did. gg rounds the corners (a round
+// join) where this squares them: a sliver of a pixel at a thin line's
+// corners, a few units of a channel (TestStrokeRectAsGG). A rectangle
+// narrower than the line, whose bands overlap, it leaves to gg: freetype
+// counts their overlap twice where it covers part of a pixel, and this
+// would draw such an outline lighter.
+func (c pngCanvas) strokeRect(a, b vg.Point, width vg.Length, col color.Color) bool {
+	dpi := c.DPI()
+	px := func(p vg.Point) (float64, float64) {
+		x, y := c.ctx.TransformPoint(p.X.Dots(dpi), p.Y.Dots(dpi))
+		return math.Round(x*64) / 64, math.Round(y*64) / 64
+	}
+	ax, ay := px(a)
+	bx, by := px(b)
+	hw := float64(int(math.Round(width.Dots(dpi)*64))/2) / 64 // freetype's half width, in 26.6
+	xl, xh, yl, yh := min(ax, bx), max(ax, bx), min(ay, by), max(ay, by)
+	if xh-xl < 2*hw || yh-yl < 2*hw {
+		return false
+	}
+	outer := pixelBox{xl - hw, yl - hw, xh + hw, yh + hw}
+	inner := pixelBox{xl + hw, yl + hw, xh - hw, yh - hw}
+	p := c.painter(col)
+	// The pixels inside the inner box, [ix0, ix1) × [iy0, iy1), are not
+	// painted.
+	ix0, ix1 := int(math.Ceil(inner.x0)), int(math.Floor(inner.x1))
+	iy0, iy1 := int(math.Ceil(inner.y0)), int(math.Floor(inner.y1))
+	xa, xb := max(int(math.Floor(outer.x0)), p.bounds.Min.X), min(int(math.Ceil(outer.x1)), p.bounds.Max.X)
+	for y := max(int(math.Floor(outer.y0)), p.bounds.Min.Y); y < min(int(math.Ceil(outer.y1)), p.bounds.Max.Y); y++ {
+		for x := xa; x < xb; x++ {
+			if y >= iy0 && y < iy1 && x >= ix0 && x < ix1 {
+				x = ix1 - 1
+				continue
+			}
+			if cov := outer.cover(x, y) - inner.cover(x, y); cov > 0 {
+				p.blend(x, y, p.alpha(cov))
+			}
+		}
+	}
+	return true
+}
+
+// pixelBox is an axis-aligned box in pixel coordinates.
+type pixelBox struct{ x0, y0, x1, y1 float64 }
+
+// cover returns the area of pixel (x, y) that b covers.
+func (b pixelBox) cover(x, y int) float64 {
+	w := min(b.x1, float64(x+1)) - max(b.x0, float64(x))
+	h := min(b.y1, float64(y+1)) - max(b.y0, float64(y))
+	if w <= 0 || h <= 0 {
+		return 0
+	}
+	return w * h
+}
+
+// rgbaPainter blends a colour into an image as freetype's RGBAPainter does.
+type rgbaPainter struct {
+	img            *image.RGBA
+	bounds         image.Rectangle
+	cr, cg, cb, ca uint32
+}
+
+func (c pngCanvas) painter(col color.Color) rgbaPainter {
+	cr, cg, cb, ca := col.RGBA()
+	return rgbaPainter{img: c.img, bounds: c.img.Rect, cr: cr, cg: cg, cb: cb, ca: ca}
+}
+
+// alpha is the 16-bit alpha of a pixel cov of which is covered, in
+// freetype's 12 bits.
+func (rgbaPainter) alpha(cov float64) uint32 {
+	a := min(uint32(math.Round(cov*0x1000)), 0x0fff)
+	return a<<4 | a>>8
+}
+
+// blend paints pixel (x, y) over at alpha ma.
+func (p rgbaPainter) blend(x, y int, ma uint32) {
+	const m = 1<<16 - 1
+	i := (y-p.bounds.Min.Y)*p.img.Stride + (x-p.bounds.Min.X)*4
+	px := p.img.Pix[i : i+4 : i+4]
+	a := (m - (p.ca * ma / m)) * 0x101
+	px[0] = uint8((uint32(px[0])*a + p.cr*ma) / m >> 8)
+	px[1] = uint8((uint32(px[1])*a + p.cg*ma) / m >> 8)
+	px[2] = uint8((uint32(px[2])*a + p.cb*ma) / m >> 8)
+	px[3] = uint8((uint32(px[3])*a + p.ca*ma) / m >> 8)
 }
 
 // pngCanvasOf returns the pngCanvas c draws on, if it does: plot lays its

@@ -202,3 +202,72 @@ func TestPNGCanvasOf(t *testing.T) {
 	_, ok = pngCanvasOf(vgdraw.New(vgsvg.New(vg.Inch, vg.Inch)).Canvas)
 	assert.False(t, ok)
 }
+
+// strokeRect paints what gg paints for the outline of a rectangle, but at
+// its corners: outlines with edges between pixels and across them, drawn
+// from each corner. gg rounds three corners and leaves a notch at the one
+// its polyline starts and ends at, where strokeRect squares all four: the
+// pixels around the corners are left out. It leaves outlines thinner than
+// their line to gg.
+func TestStrokeRectAsGG(t *testing.T) {
+	const w, h = 3 * vg.Inch, 2 * vg.Inch
+	rng := rand.New(rand.NewPCG(5, 6))
+	pt := func() vg.Length { return vg.Length(4 + rng.Float64()*120) }
+	left, compared := 0, 0
+	for _, width := range []vg.Length{0.4, 1} {
+		sty := vgdraw.LineStyle{Color: regionEdge, Width: width}
+		for i := range 100 {
+			a := vg.Point{X: pt(), Y: pt()}
+			b := vg.Point{X: a.X + vg.Length(rng.ExpFloat64()*10), Y: a.Y + vg.Length(rng.ExpFloat64()*10)}
+			switch i % 4 {
+			case 1:
+				a, b = b, a
+			case 2:
+				a.X, b.X = b.X, a.X
+			case 3:
+				a.Y, b.Y = b.Y, a.Y
+			}
+			viaPath, direct := newPNGCanvas(w, h), newPNGCanvas(w, h)
+			dc := vgdraw.New(viaPath)
+			dc.StrokeLines(sty, []vg.Point{a, {X: b.X, Y: a.Y}, b, {X: a.X, Y: b.Y}, a})
+			if !direct.strokeRect(a, b, width, regionEdge) {
+				assert.Less(t, min(abs(b.X-a.X), abs(b.Y-a.Y)), width*1.01, "only an outline thinner than its line is left to gg")
+				left++
+				continue
+			}
+			// The pixels within two of a corner are not compared.
+			var corners []image.Point
+			for _, p := range []vg.Point{a, b, {X: a.X, Y: b.Y}, {X: b.X, Y: a.Y}} {
+				x, y := direct.ctx.TransformPoint(p.X.Dots(96), p.Y.Dots(96))
+				corners = append(corners, image.Pt(int(x), int(y)))
+			}
+			nearCorner := func(x, y int) bool {
+				for _, c := range corners {
+					if x >= c.X-2 && x <= c.X+2 && y >= c.Y-2 && y <= c.Y+2 {
+						return true
+					}
+				}
+				return false
+			}
+			worst := 0
+			for y := range viaPath.img.Rect.Dy() {
+				for x := range viaPath.img.Rect.Dx() {
+					if nearCorner(x, y) {
+						continue
+					}
+					i := y*viaPath.img.Stride + 4*x
+					for k := range 4 {
+						d := int(viaPath.img.Pix[i+k]) - int(direct.img.Pix[i+k])
+						worst = max(worst, d, -d)
+					}
+				}
+			}
+			assert.LessOrEqual(t, worst, 1, "width %v, rectangle %v–%v: the largest difference in a channel", width, a, b)
+			compared++
+		}
+	}
+	assert.Greater(t, compared, 150, "outlines compared")
+	t.Logf("%d outlines compared, %d left to gg", compared, left)
+}
+
+func abs(l vg.Length) vg.Length { return max(l, -l) }
