@@ -269,12 +269,13 @@ func (c pngCanvas) fillRect(a, b vg.Point, col color.Color) {
 
 // strokeRect outlines the rectangle with corners a and b as gg strokes the
 // closed polyline of its corners with width and col, each side a band
-// width wide, and reports whether it did. gg rounds the corners (a round
-// join) where this squares them: a sliver of a pixel at a thin line's
-// corners, a few units of a channel (TestStrokeRectAsGG). A rectangle
-// narrower than the line, whose bands overlap, it leaves to gg: freetype
-// counts their overlap twice where it covers part of a pixel, and this
-// would draw such an outline lighter.
+// width wide, and reports whether it did. The pixels are gg's but at the
+// corners, which this squares where gg rounds them (a round join) or, where
+// its polyline starts and ends, leaves a notch (TestStrokeRectAsGG): a
+// sliver of a pixel at a thin line's corners. A rectangle narrower than
+// the line, whose bands overlap, it leaves to gg: freetype counts their
+// overlap twice where it covers part of a pixel, and this would draw such
+// an outline lighter.
 func (c pngCanvas) strokeRect(a, b vg.Point, width vg.Length, col color.Color) bool {
 	dpi := c.DPI()
 	px := func(p vg.Point) (float64, float64) {
