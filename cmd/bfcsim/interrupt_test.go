@@ -49,7 +49,7 @@ const (
 	// replaying it, 1.7 s of reading, then 3 s of converting and replaying.
 	interruptSnapshotEntries = 4_000_000
 	// interruptTraceEvents is the big trace's alloc and free events: about
-	// 26 MB zstd-compressed, written in 1.3 s; 0.7 s to validate, 2-4 s to
+	// 26 MB zstd-compressed, written in 1.3 s; 0.2 s to validate, 2-4 s to
 	// replay against bfc with -o, minutes for the offline planner.
 	interruptTraceEvents = 3_000_000
 )
@@ -166,10 +166,13 @@ func TestInterruptStopsEveryCommand(t *testing.T) {
 		{
 			name: "validate",
 			sig:  syscall.SIGTERM,
-			// The same trace five times (0.7 s each): the second is being
-			// read at 1 s.
-			args:    func(string) []string { return []string{"validate", big, big, big, big, big} },
-			reached: func(p *bfcsimProcess) bool { return p.age() >= time.Second },
+			// The same trace sixteen times (about 0.2 s each, 0.7 s
+			// before the parallel reader): the third or later is being
+			// read at 0.5 s, and the last is seconds away.
+			args: func(string) []string {
+				return append([]string{"validate"}, slices.Repeat([]string{big}, 16)...)
+			},
+			reached: func(p *bfcsimProcess) bool { return p.age() >= time.Second/2 },
 		},
 		{
 			name: "gen",
