@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 
@@ -26,21 +25,28 @@ type exploreTrace struct {
 	Allocators []exploreAlloc `json:"allocators"`
 }
 
+// exploreAlloc's keys are brief: the page carries one set per allocator
+// and trace, and the columns dominate its size.
 type exploreAlloc struct {
 	Name string `json:"name"`
 	// Peak and PeakLine locate the first peak of bytes in use; OOM and
 	// OOMLine the first failed allocation (-1: none).
-	Peak, PeakLine int64
-	OOM, OOMLine   int64
-	Lo, Hi         uint64
+	Peak     int64  `json:"peak"`
+	PeakLine int64  `json:"peakLine"`
+	OOM      int64  `json:"oom"`
+	OOMLine  int64  `json:"oomLine"`
+	Lo       uint64 `json:"lo"`
+	Hi       uint64 `json:"hi"`
 	// Exact says Blocks holds every block; else Raster summarises them.
-	Exact      bool
-	BlockCount int64
+	Exact      bool  `json:"exact"`
+	BlockCount int64 `json:"blockCount"`
 	// The timeline: each point's first event and its maxima.
-	T          []int64
-	Live, U, V []uint64
-	Blocks     *exploreBlocks
-	Raster     *exploreRaster
+	T      []int64        `json:"t"`
+	Live   []uint64       `json:"live"`
+	U      []uint64       `json:"u"`
+	V      []uint64       `json:"v"`
+	Blocks *exploreBlocks `json:"blocks,omitempty"`
+	Raster *exploreRaster `json:"raster,omitempty"`
 }
 
 // exploreBlocks are the memory map's blocks, column by column.
@@ -61,29 +67,6 @@ type exploreRaster struct {
 	// a whole number: the page holds 262,144 of them at the default
 	// raster's size, which as fractions took most of its JSON's time.
 	U []int
-}
-
-// MarshalJSON spells the allocator's keys briefly: the page carries one per
-// allocator and trace, and the columns dominate its size.
-func (a exploreAlloc) MarshalJSON() ([]byte, error) {
-	type short struct {
-		Name       string         `json:"name"`
-		Peak       int64          `json:"peak"`
-		PeakLine   int64          `json:"peakLine"`
-		OOM        int64          `json:"oom"`
-		OOMLine    int64          `json:"oomLine"`
-		Lo         uint64         `json:"lo"`
-		Hi         uint64         `json:"hi"`
-		Exact      bool           `json:"exact"`
-		BlockCount int64          `json:"blockCount"`
-		T          []int64        `json:"t"`
-		Live       []uint64       `json:"live"`
-		U          []uint64       `json:"u"`
-		V          []uint64       `json:"v"`
-		Blocks     *exploreBlocks `json:"blocks,omitempty"`
-		Raster     *exploreRaster `json:"raster,omitempty"`
-	}
-	return json.Marshal(short(a))
 }
 
 // newExploreTrace builds a trace's data, or nil when no allocator has a
