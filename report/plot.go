@@ -217,15 +217,8 @@ func newPNGCanvas(w, h vg.Length) pngCanvas {
 // 12 bits). A memory map is thousands of rectangles, and rasterising each
 // as a path was most of its time.
 func (c pngCanvas) fillRect(a, b vg.Point, col color.Color) {
-	dpi := c.DPI()
-	// Pixel coordinates, rounded as gg rounds them to freetype's 26.6
-	// fixed point.
-	px := func(p vg.Point) (float64, float64) {
-		x, y := c.ctx.TransformPoint(p.X.Dots(dpi), p.Y.Dots(dpi))
-		return math.Round(x*64) / 64, math.Round(y*64) / 64
-	}
-	x0, y0 := px(a)
-	x1, y1 := px(b)
+	x0, y0 := c.pixel(a)
+	x1, y1 := c.pixel(b)
 	if x0 > x1 {
 		x0, x1 = x1, x0
 	}
@@ -277,14 +270,9 @@ func (c pngCanvas) fillRect(a, b vg.Point, col color.Color) {
 // overlap twice where it covers part of a pixel, and this would draw such
 // an outline lighter.
 func (c pngCanvas) strokeRect(a, b vg.Point, width vg.Length, col color.Color) bool {
-	dpi := c.DPI()
-	px := func(p vg.Point) (float64, float64) {
-		x, y := c.ctx.TransformPoint(p.X.Dots(dpi), p.Y.Dots(dpi))
-		return math.Round(x*64) / 64, math.Round(y*64) / 64
-	}
-	ax, ay := px(a)
-	bx, by := px(b)
-	hw := float64(int(math.Round(width.Dots(dpi)*64))/2) / 64 // freetype's half width, in 26.6
+	ax, ay := c.pixel(a)
+	bx, by := c.pixel(b)
+	hw := float64(int(math.Round(width.Dots(c.DPI())*64))/2) / 64 // freetype's half width, in 26.6
 	xl, xh, yl, yh := min(ax, bx), max(ax, bx), min(ay, by), max(ay, by)
 	if xh-xl < 2*hw || yh-yl < 2*hw {
 		return false
@@ -309,6 +297,14 @@ func (c pngCanvas) strokeRect(a, b vg.Point, width vg.Length, col color.Color) b
 		}
 	}
 	return true
+}
+
+// pixel returns p's pixel coordinates, rounded as gg rounds them to
+// freetype's 26.6 fixed point.
+func (c pngCanvas) pixel(p vg.Point) (x, y float64) {
+	dpi := c.DPI()
+	x, y = c.ctx.TransformPoint(p.X.Dots(dpi), p.Y.Dots(dpi))
+	return math.Round(x*64) / 64, math.Round(y*64) / 64
 }
 
 // pixelBox is an axis-aligned box in pixel coordinates.
