@@ -228,7 +228,7 @@ func (c pngCanvas) fillRect(a, b vg.Point, col color.Color) {
 	bounds := c.img.Rect
 	x0, x1 = max(x0, float64(bounds.Min.X)), min(x1, float64(bounds.Max.X))
 	y0, y1 = max(y0, float64(bounds.Min.Y)), min(y1, float64(bounds.Max.Y))
-	if x0 >= x1 || y0 >= y1 {
+	if !(x0 < x1 && y0 < y1) { // empty, off the canvas, or NaN
 		return
 	}
 	p := c.painter(col)
@@ -274,7 +274,7 @@ func (c pngCanvas) strokeRect(a, b vg.Point, width vg.Length, col color.Color) b
 	bx, by := c.pixel(b)
 	hw := float64(int(math.Round(width.Dots(c.DPI())*64))/2) / 64 // freetype's half width, in 26.6
 	xl, xh, yl, yh := min(ax, bx), max(ax, bx), min(ay, by), max(ay, by)
-	if xh-xl < 2*hw || yh-yl < 2*hw {
+	if !(xh-xl >= 2*hw && yh-yl >= 2*hw) || math.IsInf(xh-xl, 0) || math.IsInf(yh-yl, 0) { // thin, NaN or infinite
 		return false
 	}
 	outer := pixelBox{xl - hw, yl - hw, xh + hw, yh + hw}

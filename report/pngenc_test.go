@@ -6,7 +6,9 @@ import (
 	"image/color"
 	"image/draw"
 	"image/png"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -271,3 +273,23 @@ func TestStrokeRectAsGG(t *testing.T) {
 }
 
 func abs(l vg.Length) vg.Length { return max(l, -l) }
+
+// Coordinates that are not finite draw nothing directly and do not panic:
+// fillRect paints nothing, and strokeRect leaves the outline to gg. (An
+// infinite coordinate becomes NaN in the canvas's transform.)
+func TestRectsNotFinite(t *testing.T) {
+	c := newPNGCanvas(vg.Inch, vg.Inch)
+	before := slices.Clone(c.img.Pix)
+	nan, inf := vg.Length(math.NaN()), vg.Length(math.Inf(1))
+	for _, q := range [][2]vg.Point{
+		{{X: nan, Y: 10}, {X: 20, Y: 20}},
+		{{X: 10, Y: 10}, {X: 20, Y: nan}},
+		{{X: -inf, Y: 10}, {X: inf, Y: 20}},
+		{{X: 10, Y: -inf}, {X: 20, Y: 20}},
+		{{X: -inf, Y: -inf}, {X: inf, Y: inf}},
+	} {
+		assert.False(t, c.strokeRect(q[0], q[1], 0.4, regionEdge), "%v", q)
+		c.fillRect(q[0], q[1], requestedFill)
+		assert.Equal(t, before, c.img.Pix, "%v: nothing painted", q)
+	}
+}
