@@ -25,7 +25,7 @@ import (
 // its fastest level, and the files are 2% smaller (BenchmarkEncodePNG).
 // The pixels are the same: TestEncodePNGPixels decodes what it writes.
 func encodePNG(w io.Writer, m *image.RGBA) error {
-	if !opaque(m) {
+	if m.Rect.Empty() || !opaque(m) { // image/png refuses an empty image
 		return (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(w, m)
 	}
 	width, height := m.Rect.Dx(), m.Rect.Dy()

@@ -90,6 +90,12 @@ func TestEncodePNGTranslucent(t *testing.T) {
 	}
 }
 
+// An empty image is refused, as image/png refuses it.
+func TestEncodePNGEmpty(t *testing.T) {
+	var buf bytes.Buffer
+	assert.Error(t, encodePNG(&buf, image.NewRGBA(image.Rect(0, 0, 0, 5))))
+}
+
 // A failed write is reported, wherever it fails.
 func TestEncodePNGWriteError(t *testing.T) {
 	m := image.NewRGBA(image.Rect(0, 0, 4, 4))
