@@ -501,11 +501,6 @@ func occupancyFigure(tr *Trace, r *Result) (*figure, error) {
 }
 
 // imagePlot draws an image over the data rectangle [xmin, xmax] × [ymin, ymax].
-//
-// gonum's own plotter.Image lands in the wrong place on PNG canvases of
-// other than 72 dots per inch: vgimg converts the rectangle to dots on a
-// context that is already scaled to dots. imagePlot gives such canvases a
-// rectangle scaled down by the same factor, so that both agree.
 type imagePlot struct {
 	img                    image.Image
 	xmin, ymin, xmax, ymax float64
@@ -513,12 +508,7 @@ type imagePlot struct {
 
 func (ip *imagePlot) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, trY := p.Transforms(&c)
-	r := vg.Rectangle{Min: vg.Point{X: trX(ip.xmin), Y: trY(ip.ymin)}, Max: vg.Point{X: trX(ip.xmax), Y: trY(ip.ymax)}}
-	if d, ok := c.Canvas.(interface{ DPI() float64 }); ok && d.DPI() != 72 {
-		k := vg.Length(72 / d.DPI())
-		r.Min.X, r.Min.Y, r.Max.X, r.Max.Y = r.Min.X*k, r.Min.Y*k, r.Max.X*k, r.Max.Y*k
-	}
-	c.DrawImage(r, ip.img)
+	c.DrawImage(vg.Rectangle{Min: vg.Point{X: trX(ip.xmin), Y: trY(ip.ymin)}, Max: vg.Point{X: trX(ip.xmax), Y: trY(ip.ymax)}}, ip.img)
 }
 
 func (ip *imagePlot) DataRange() (xmin, xmax, ymin, ymax float64) {
