@@ -155,6 +155,30 @@ const (
 	RecordingStartsMark = "recording starts"
 )
 
+// RecordedOOMMark begins the name of a mark that says the recorded program
+// failed the allocation that follows (trace.RecordedOOMMark: the trace
+// package and this one do not import each other). A Replayer sees it
+// through Mark.
+const RecordedOOMMark = "oom:"
+
+// DecisionFollower is an allocator that can follow the segment decisions a
+// recording carries (SegmentObserver) while they are the ones it would
+// make itself, and decide alone from the first that is not.
+type DecisionFollower interface {
+	// Following reports whether it still follows them. It is cheap: the
+	// replay asks after every event, to note where it stopped.
+	Following() bool
+	// Decisions says what it did with them, and why it stopped.
+	Decisions() Decisions
+}
+
+// RangeObserver is an allocator that can take a recording's expandable
+// address ranges (header expandable_ranges): the range of each pool and
+// stream starts at addr.
+type RangeObserver interface {
+	RecordedRange(addr uint64, small bool, stream int64)
+}
+
 // Extenter is an allocator whose blocks do not begin at the bytes set aside
 // for them: padding or a header comes before Block.Addr.
 type Extenter interface {

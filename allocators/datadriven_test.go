@@ -135,6 +135,28 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		return "ok"
 
+	case "mark":
+		// A mark of the trace: "start state", "recording starts", or
+		// "oom: ..." before an allocation the recording failed.
+		var name string
+		d.ScanArgs(t, "name", &name)
+		if r, ok := h.a.(Replayer); ok {
+			r.Mark(strings.ReplaceAll(name, "_", " "))
+		}
+		return "ok"
+
+	case "decisions":
+		f, ok := h.a.(DecisionFollower)
+		if !ok {
+			d.Fatalf(t, "%T does not follow recorded decisions", h.a)
+		}
+		dec := f.Decisions()
+		out := fmt.Sprintf("mode=%s following=%v followed=%d", dec.Mode, f.Following(), dec.Followed)
+		if dec.Diverged {
+			out += "\nreason: " + dec.Reason
+		}
+		return out
+
 	case "step":
 		if s, ok := h.a.(Stepper); ok {
 			s.Step()

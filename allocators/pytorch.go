@@ -140,9 +140,6 @@ const (
 	// ptMaxRequest: larger requests fail at once; rounding them could
 	// overflow 64 bits, and no space holds more than 2^62 bytes.
 	ptMaxRequest = 1 << 63
-	// ptMinOptionMB: max_split_size_mb and max_non_split_rounding_mb must
-	// exceed kLargeBuffer in MiB, as PyTorch checks.
-	ptMinOptionMB = ptLargeBuffer >> 20
 	// ptMaxDivisions bounds roundup_power2_divisions, so 512·N fits.
 	ptMaxDivisions = 1 << 32
 )
@@ -153,10 +150,20 @@ const (
 	ptLarge = 1
 )
 
-// PyTorch segment modes (the segments option).
+// PyTorch segment modes (the segments option): what the allocator does
+// with the segment decisions a recording carries (its reserve and release
+// events, and the start state's layout).
 const (
+	// PyTorchSegmentsAuto follows the recorded decisions while they are
+	// the ones the model makes itself, and decides alone from the first
+	// that is not (or that the device cannot honour).
+	PyTorchSegmentsAuto = "auto"
+	// PyTorchSegmentsRecorded adopts every recorded segment, whatever the
+	// model would have done.
 	PyTorchSegmentsRecorded = "recorded"
-	PyTorchSegmentsModel    = "model"
+	// PyTorchSegmentsModel ignores them: the model decides everything, the
+	// start state's layout included.
+	PyTorchSegmentsModel = "model"
 )
 
 // PyTorchConfig is the caching allocator's configuration. Its zero value is
@@ -168,8 +175,12 @@ type PyTorchConfig struct {
 	MaxSplitSize uint64
 	// MaxNonSplitRounding (max_non_split_rounding_mb): a request of at least
 	// MaxSplitSize takes an oversize block only if the block is less than
-	// this much larger. PyTorch's default is 20 MiB.
+	// this much larger. PyTorch's default is the large segment size.
 	MaxNonSplitRounding uint64
+	// LargeSegmentSize (large_segment_size_mb, PyTorch 2.11): the segment a
+	// request of 1 to 10 MiB gets, and the page of the large pool's
+	// expandable segments. PyTorch's default is 20 MiB (kLargeBuffer).
+	LargeSegmentSize uint64
 	// RoundupPower2Divisions (roundup_power2_divisions): 0 (off) or a power
 	// of two N; requests above 512·N round up to the next of N equal steps
 	// of their power-of-two interval.
@@ -179,35 +190,47 @@ type PyTorchConfig struct {
 	// (sizes below it use the first) to 32 GiB and above (the last).
 	RoundupIntervals *[ptRoundupIntervals]uint64
 	// GarbageCollectionThreshold (garbage_collection_threshold): 0 (off) or
-	// a fraction in (0, 1). It acts only with MemoryFraction < 1.
+	// a fraction in (0, 1). It acts only under a memory limit.
 	GarbageCollectionThreshold float64
 	// MemoryFraction (torch.cuda.set_per_process_memory_fraction): the share
 	// of the space's capacity the allocator may reserve; 1 sets no limit.
 	MemoryFraction float64
+	// MemoryLimit, when not 0, is the limit itself in bytes
+	// (allowed_memory_maximum), in place of MemoryFraction × capacity.
+	MemoryLimit uint64
 	// ExpandableSegments (expandable_segments): grow one segment per pool
 	// and stream in pages instead of reserving a segment per miss.
 	ExpandableSegments bool
-	// ModelSegments ignores the trace's reserve and release events
-	// (segments=model): the allocator decides everything itself.
-	ModelSegments bool
+	// Segments says what to do with a trace's recorded segment decisions:
+	// PyTorchSegmentsAuto (the zero value), Recorded or Model.
+	Segments string
 }
 
 // DefaultPyTorchConfig returns PyTorch's defaults: no max_split_size, 20 MiB
-// non-split rounding, no power-of-two rounding, no garbage collection, the
-// whole device, fixed segments, recorded segments adopted.
+// large segments and non-split rounding, no power-of-two rounding, no
+// garbage collection, the whole device, fixed segments, recorded segment
+// decisions followed while the model agrees with them.
 func DefaultPyTorchConfig() PyTorchConfig {
-	return PyTorchConfig{MaxNonSplitRounding: ptLargeBuffer, MemoryFraction: 1}
+	return PyTorchConfig{MaxNonSplitRounding: ptLargeBuffer, LargeSegmentSize: ptLargeBuffer, MemoryFraction: 1,
+		Segments: PyTorchSegmentsAuto}
 }
 
 var pytorchOptions = []Option{
-	{Key: "segments", Default: PyTorchSegmentsRecorded, Help: "recorded: adopt the segments a trace's reserve/release events record (an imported PyTorch snapshot), so placement can be compared with the recording; model: ignore them and decide everything (what-if)"},
-	{Key: "max_split_size_mb", Default: "unlimited", Help: "blocks of at least this many MiB are never split and serve only requests at least as large (an integer > 20, or unlimited)"},
-	{Key: "max_non_split_rounding_mb", Default: "20", Help: "a request of at least max_split_size_mb takes an oversize block only if it is less than this many MiB larger (an integer >= 20)"},
+	{Key: "segments", Default: PyTorchSegmentsAuto, Help: "what to do with a recording's segment decisions (its reserve/release events and start state): auto: follow them while they are the model's own decisions, then decide alone (a what-if setting decides alone from the start); recorded: adopt every one; model: ignore them"},
+	{Key: "max_split_size_mb", Default: "unlimited", Help: "blocks of at least this many MiB are never split and serve only requests at least as large (a whole number >= large_segment_size_mb, or unlimited)"},
+	{Key: "max_non_split_rounding_mb", Default: "large_segment_size_mb", Help: "a request of at least max_split_size_mb takes an oversize block only if it is less than this many MiB larger (a whole number >= large_segment_size_mb)"},
+	{Key: "large_segment_size_mb", Default: "20", Help: "the segment a 1-10 MiB request gets, and the large pool's expandable page (PyTorch 2.11; a whole number > 10)"},
 	{Key: "roundup_power2_divisions", Default: "0", Help: "round requests above 512*N bytes up to the next of N equal steps between two powers of two (N a power of two; 0: off), or N by size as PyTorch takes it: [256:1,512:2,>:8] (MiB:N)"},
-	{Key: "garbage_collection_threshold", Default: "0", Help: "on a cache miss, when reserved memory exceeds this fraction of the allowed memory, release the oldest whole free large segments (0 < x < 1; 0: off; acts only with memory_fraction < 1, as in PyTorch)"},
-	{Key: "memory_fraction", Default: "1", Help: "share of the device the allocator may reserve, as torch.cuda.set_per_process_memory_fraction (0 < x <= 1)"},
-	{Key: "expandable_segments", Default: "false", Help: "map 2 MiB (small) / 20 MiB (large) pages into one address range per pool and stream instead of a segment per miss, and unmap free pages when out of memory"},
+	{Key: "garbage_collection_threshold", Default: "0", Help: "on a cache miss, when reserved memory exceeds this fraction of the memory limit, release the oldest whole free large segments (0 < x < 1; 0: off; acts only under a limit, memory_fraction < 1 or memory_limit, as in PyTorch)"},
+	{Key: "memory_fraction", Default: "1", Help: "share of the device the allocator may reserve, as torch.cuda.set_per_process_memory_fraction (0 < x <= 1; 1: no limit)"},
+	{Key: "memory_limit", Default: "none", Help: "the same limit in bytes (e.g. 14GiB), in place of memory_fraction: what set_per_process_memory_fraction(limit / device memory) allows"},
+	{Key: "expandable_segments", Default: "false", Help: "map 2 MiB (small) / large_segment_size_mb (large) pages into one address range per pool and stream instead of a segment per miss, and unmap free pages when out of memory"},
 }
+
+// PyTorchBounds are the options that bound the memory the allocator may
+// hold without changing how it decides: a recording replayed under them
+// keeps following its recorded decisions up to the first it cannot honour.
+var PyTorchBounds = []string{"segments", "memory_fraction", "memory_limit"}
 
 func newPyTorchFromOptions(sp Space, o Options) (Allocator, map[string]any, error) {
 	s, err := newSettings("pytorch", pytorchOptions, o)
@@ -215,14 +238,20 @@ func newPyTorchFromOptions(sp Space, o Options) (Allocator, map[string]any, erro
 		return nil, nil, err
 	}
 	cfg := DefaultPyTorchConfig()
-	cfg.ModelSegments = s.Choice("segments", PyTorchSegmentsRecorded, PyTorchSegmentsModel) == PyTorchSegmentsModel
+	cfg.Segments = s.Choice("segments", PyTorchSegmentsAuto, PyTorchSegmentsRecorded, PyTorchSegmentsModel)
+	lss := ptMegabytes(s, "large_segment_size_mb", ptMinLargeAlloc>>20+1)
+	cfg.LargeSegmentSize = lss << 20
 	if v := s.raw("max_split_size_mb"); v == "unlimited" {
 		s.effective["max_split_size_mb"] = v
 	} else {
-		mb := ptMegabytes(s, "max_split_size_mb", ptMinOptionMB+1)
-		cfg.MaxSplitSize = mb << 20
+		cfg.MaxSplitSize = ptMegabytes(s, "max_split_size_mb", lss) << 20
 	}
-	cfg.MaxNonSplitRounding = ptMegabytes(s, "max_non_split_rounding_mb", ptMinOptionMB) << 20
+	if v := s.raw("max_non_split_rounding_mb"); v == "large_segment_size_mb" {
+		cfg.MaxNonSplitRounding = cfg.LargeSegmentSize
+		s.effective["max_non_split_rounding_mb"] = lss
+	} else {
+		cfg.MaxNonSplitRounding = ptMegabytes(s, "max_non_split_rounding_mb", lss) << 20
+	}
 	div := s.raw("roundup_power2_divisions")
 	if strings.HasPrefix(div, "[") {
 		iv, err := ptParseIntervals(div)
@@ -246,6 +275,16 @@ func newPyTorchFromOptions(sp Space, o Options) (Allocator, map[string]any, erro
 	cfg.MemoryFraction = s.Float("memory_fraction")
 	if f := cfg.MemoryFraction; !(f > 0 && f <= 1) {
 		s.fail("memory_fraction", s.raw("memory_fraction"), "a fraction in (0, 1]")
+	}
+	if v := s.raw("memory_limit"); v == "none" {
+		s.effective["memory_limit"] = v
+	} else if cfg.MemoryLimit = s.Size("memory_limit"); cfg.MemoryLimit == 0 || cfg.MemoryLimit > MaxCapacity {
+		s.fail("memory_limit", v, "none, or a size from 1 byte to 4 EiB, such as 14GiB")
+	}
+	if _, set := o["memory_limit"]; set {
+		if _, both := o["memory_fraction"]; both {
+			s.fail("memory_limit", s.raw("memory_limit"), "memory_limit or memory_fraction, not both")
+		}
 	}
 	cfg.ExpandableSegments = s.Bool("expandable_segments")
 	if err := s.Err(); err != nil {
@@ -363,6 +402,7 @@ type ptRecordedStats struct {
 	sizeMatch, sizeMismatch          int64 // recorded segment size vs the model's rule
 	modelSegments                    int64 // segments and pages reserved on a miss
 	startStatePlaced, startStateMiss int64 // start-state allocations at / not at their address
+	ignored                          int64 // recorded calls after the model stopped following
 }
 
 // PyTorch implements Allocator with PyTorch's caching allocator.
@@ -404,6 +444,18 @@ type PyTorch struct {
 	pendingAddr     uint64 // where the recorded reserve adopted then starts
 	pendingES       bool   // it mapped pages: the run is found by pendingAddr
 	scratch         []int32
+
+	// Following the recorded decisions (segments=auto;
+	// pytorch_follow.go): following until the first difference, why it
+	// stopped, the recorded calls still to come, and how many were
+	// followed. applying is set while a program's own release is made;
+	// oomNext says the recording failed the next allocation.
+	following bool
+	diverged  string
+	script    []ptAction
+	followed  int64
+	applying  bool
+	oomNext   bool
 }
 
 var (
@@ -415,6 +467,8 @@ var (
 	_ StatsReporter       = (*PyTorch)(nil)
 	_ AlignmentLimiter    = (*PyTorch)(nil)
 	_ ChunkWalker         = (*PyTorch)(nil)
+	_ DecisionFollower    = (*PyTorch)(nil)
+	_ RangeObserver       = (*PyTorch)(nil)
 )
 
 // NewPyTorch returns a caching allocator over sp. It reserves nothing until
@@ -428,13 +482,23 @@ func NewPyTorch(sp Space, cfg PyTorchConfig) *PyTorch {
 	if cfg.MaxSplitSize > 0 {
 		p.maxSplit = cfg.MaxSplitSize
 	}
+	if cfg.Segments == "" {
+		p.cfg.Segments = PyTorchSegmentsAuto
+	}
+	p.following = p.cfg.Segments == PyTorchSegmentsAuto
 	capacity := sp.Capacity()
-	if cfg.MemoryFraction < 1 {
-		p.limited = true
-		p.allowedMax = uint64(math.Round(cfg.MemoryFraction * float64(capacity)))
+	switch {
+	case cfg.MemoryLimit > 0:
+		p.limited, p.allowedMax = true, cfg.MemoryLimit
+	case cfg.MemoryFraction < 1:
+		// size_t(fraction * total), as setMemoryFraction computes it.
+		p.limited, p.allowedMax = true, uint64(cfg.MemoryFraction*float64(capacity))
+	}
+	if cfg.LargeSegmentSize == 0 {
+		p.cfg.LargeSegmentSize = ptLargeBuffer
 	}
 	p.gc = p.limited && cfg.GarbageCollectionThreshold > 0
-	p.esReserve = ptRoundUp(capacity+capacity/8, ptLargeBuffer)
+	p.esReserve = ptRoundUp(capacity+capacity/8, p.cfg.LargeSegmentSize)
 	if span := p.limit - p.base; p.esReserve > 0 && span/p.esReserve >= 2 {
 		p.esStride = p.esReserve
 	}
@@ -470,7 +534,8 @@ func (p *PyTorch) divisions(size uint64) uint64 {
 // AllocatorConfig::parseRoundUpPower2Divisions does: "[B:N,...,>:N]",
 // each B a power of two in MiB that starts an interval (1 to 32768) and N
 // 0 or a power of two. The first entry also sets every interval below
-// its own, and ">" sets every interval from the last one named on.
+// its own, and ">" sets every interval after the last one named (PyTorch
+// 2.11; earlier versions overwrote the last one named too).
 func ptParseIntervals(text string) ([ptRoundupIntervals]uint64, error) {
 	var iv [ptRoundupIntervals]uint64
 	body, opened := strings.CutPrefix(text, "[")
@@ -489,7 +554,11 @@ func ptParseIntervals(text string) ([ptRoundupIntervals]uint64, error) {
 			return iv, fmt.Errorf("divisions %q: 0 or a power of two up to 2^32", n)
 		}
 		if b = strings.TrimSpace(b); b == ">" {
-			for i := last; i < len(iv); i++ {
+			from := last + 1
+			if first {
+				from = 0 // nothing named yet: every interval
+			}
+			for i := from; i < len(iv); i++ {
 				iv[i] = d
 			}
 			continue
@@ -542,13 +611,13 @@ func ptRoundupPower2NextDivision(n, divisions uint64) uint64 {
 	return n
 }
 
-// ptAllocationSize is get_allocation_size: the segment a miss reserves.
-func ptAllocationSize(rounded uint64) uint64 {
+// allocationSize is get_allocation_size: the segment a miss reserves.
+func (p *PyTorch) allocationSize(rounded uint64) uint64 {
 	switch {
 	case rounded <= ptSmallSize:
 		return ptSmallBuffer
 	case rounded < ptMinLargeAlloc:
-		return ptLargeBuffer
+		return p.cfg.LargeSegmentSize
 	default:
 		return alignUp(rounded, ptRoundLarge)
 	}
@@ -565,12 +634,13 @@ func ptPoolIndex(small bool) int {
 	return ptLarge
 }
 
-// ptPage is the page an expandable segment of the pool grows by.
-func ptPage(small bool) uint64 {
+// page is the page an expandable segment of the pool grows by: 2 MiB for
+// the small pool, the large segment size for the large one.
+func (p *PyTorch) page(small bool) uint64 {
 	if small {
 		return ptSmallBuffer
 	}
-	return ptLargeBuffer
+	return p.cfg.LargeSegmentSize
 }
 
 // Allocate serves a request on stream 0.
@@ -581,6 +651,15 @@ func (p *PyTorch) Allocate(size, align uint64) (Block, error) {
 // AllocateOnStream follows DeviceCachingAllocator::malloc. align is ignored:
 // blocks are aligned to MaxAlign.
 func (p *PyTorch) AllocateOnStream(size, _ uint64, stream int64) (Block, error) {
+	p.beforeAllocation(size, stream)
+	b, err := p.malloc(size, stream)
+	p.afterAllocation(size, err != nil)
+	p.oomNext = false
+	return b, err
+}
+
+// malloc is DeviceCachingAllocator::malloc.
+func (p *PyTorch) malloc(size uint64, stream int64) (Block, error) {
 	if size == 0 {
 		return Block{}, fmt.Errorf("allocating 0 bytes")
 	}
@@ -592,7 +671,7 @@ func (p *PyTorch) AllocateOnStream(size, _ uint64, stream int64) (Block, error) 
 	small := rounded <= ptSmallSize
 	pool := &p.pools[ptPoolIndex(small)]
 	h, ok := p.getFreeBlock(pool, rounded, stream)
-	if !ok {
+	if !ok && p.cfg.Segments == PyTorchSegmentsRecorded {
 		h, ok = p.takeRecorded(small, rounded, stream)
 	}
 	if !ok {
@@ -621,6 +700,33 @@ func (p *PyTorch) getFreeBlock(pool *ptPool, size uint64, stream int64) (int32, 
 	if p.gc {
 		pool.getFreeBlockCalls++ // block ages count only while GC is on
 	}
+	cur, found := p.bestFit(pool, size, stream)
+	if !found || !p.oversizeAllows(size, cur.size) {
+		return noChunk, false
+	}
+	pool.tree.Delete(cur)
+	if p.indexFree && p.inES(cur.h) {
+		p.esFree.Delete(ptSegKey{addr: cur.addr})
+	}
+	return cur.h, true
+}
+
+// oversizeAllows applies get_free_block's max_split_size rules to a block
+// of have bytes found for a request of size bytes.
+func (p *PyTorch) oversizeAllows(size, have uint64) bool {
+	if size < p.maxSplit && have >= p.maxSplit {
+		return false // no oversize block for a small request
+	}
+	if size >= p.maxSplit && have >= size+p.cfg.MaxNonSplitRounding {
+		return false // an oversize block only within the rounding limit
+	}
+	return true
+}
+
+// bestFit is get_free_block's search, changing nothing: the first block
+// of the stream at least size bytes large, passing over a block that can
+// grow into unmapped addresses for one that cannot (expandable_size).
+func (p *PyTorch) bestFit(pool *ptPool, size uint64, stream int64) (ptKey, bool) {
 	var cur ptKey
 	found := false
 	pool.tree.AscendGreaterOrEqual(ptKey{stream: stream, size: size}, func(k ptKey) bool {
@@ -640,20 +746,7 @@ func (p *PyTorch) getFreeBlock(pool *ptPool, size uint64, stream int64) (int32, 
 		}
 		return false
 	})
-	if !found {
-		return noChunk, false
-	}
-	if size < p.maxSplit && cur.size >= p.maxSplit {
-		return noChunk, false // no oversize block for a small request
-	}
-	if size >= p.maxSplit && cur.size >= size+p.cfg.MaxNonSplitRounding {
-		return noChunk, false // an oversize block only within the rounding limit
-	}
-	pool.tree.Delete(cur)
-	if p.indexFree && p.inES(cur.h) {
-		p.esFree.Delete(ptSegKey{addr: cur.addr})
-	}
-	return cur.h, true
+	return cur, found
 }
 
 // shouldSplit is should_split.
@@ -715,7 +808,7 @@ func (p *PyTorch) allocFoundBlock(h int32, size, requested uint64, split bool) B
 	p.allocated(b.size)
 	if p.pendingRecorded >= 0 {
 		if b.seg == p.pendingRecorded && !p.pendingES {
-			if p.segs[b.seg].size == ptAllocationSize(ptRoundSize(requested, p.divisions(requested))) {
+			if p.segs[b.seg].size == p.allocationSize(ptRoundSize(requested, p.divisions(requested))) {
 				p.rec.sizeMatch++
 			} else {
 				p.rec.sizeMismatch++
@@ -741,6 +834,7 @@ func (p *PyTorch) inactiveSplit(h int32, sign int64) {
 // Free releases a block following free and free_block: merge with free
 // neighbours of the same segment, back into the pool.
 func (p *PyTorch) Free(blk Block) error {
+	p.betweenAllocations()
 	idx, gen := uint32(blk.Handle), uint32(blk.Handle>>32)
 	if uint64(idx) >= uint64(len(p.blocks)) {
 		return fmt.Errorf("%w: pytorch has no block in use at %#x", ErrNotLive, blk.Addr)
@@ -938,6 +1032,7 @@ func (p *PyTorch) releaseSegment(si int32) {
 	if h != s.last || p.blocks[h].allocated || s.expandable() {
 		panic(fmt.Sprintf("pytorch: releasing segment %#x, which is not one free block", s.addr))
 	}
+	p.expectRelease(s.addr, s.size, true)
 	p.remove(h)
 	if err := p.space.Release(s.addr, s.size); err != nil {
 		panic(fmt.Sprintf("pytorch: releasing segment %#x+%d: %v", s.addr, s.size, err))
@@ -965,12 +1060,22 @@ func (p *PyTorch) allocBlock(small bool, rounded uint64, stream int64, retry boo
 	if retry {
 		p.ds.numAllocRetries++
 	}
-	size := ptAllocationSize(rounded)
+	size := p.allocationSize(rounded)
 	if p.limited && p.totalAllocated+size > p.allowedMax {
+		p.refusedByLimit(size)
 		return noChunk, false
 	}
 	if p.cfg.ExpandableSegments {
 		return p.allocExpandable(small, rounded, stream)
+	}
+	if addr, ok := p.expectReserve(size, stream); ok {
+		if p.placedRecorded(addr, size) {
+			si := p.newSegment(addr, size, stream, small, -1)
+			return p.segs[si].first, true
+		}
+		if p.overCapacity(size) {
+			return noChunk, false // the device refused it
+		}
 	}
 	addr, err := p.space.Reserve(size)
 	if err != nil {
@@ -1092,12 +1197,16 @@ func (p *PyTorch) releaseAvailableCachedBlocks(pool *ptPool, size uint64, stream
 
 // Mark follows the start-state marks of an imported recording.
 func (p *PyTorch) Mark(name string) {
-	switch name {
-	case StartStateMark:
+	switch {
+	case name == StartStateMark:
 		p.startState = true
-	case RecordingStartsMark:
+	case name == RecordingStartsMark:
 		p.startState = false
+	case strings.HasPrefix(name, RecordedOOMMark):
+		p.oomNext = true
+		return // the releases before it are its out-of-memory path's
 	}
+	p.betweenAllocations()
 }
 
 // AllocateAt places an allocation of the start state at its recorded
@@ -1106,7 +1215,7 @@ func (p *PyTorch) Mark(name string) {
 // that the recorded layout is rebuilt). Outside the start state, or with
 // segments=model, the address is not looked at.
 func (p *PyTorch) AllocateAt(size, align uint64, stream int64, addr uint64) (Block, error) {
-	if !p.startState || p.cfg.ModelSegments || size == 0 || size > ptMaxRequest {
+	if !p.startState || p.cfg.Segments == PyTorchSegmentsModel || size == 0 || size > ptMaxRequest {
 		return p.AllocateOnStream(size, align, stream)
 	}
 	rounded := ptRoundSize(size, p.divisions(size))
@@ -1237,6 +1346,8 @@ func (p *PyTorch) Stats() map[string]int64 {
 	st["model_segments"] = r.modelSegments
 	st["start_state_placed"] = r.startStatePlaced
 	st["start_state_misplaced"] = r.startStateMiss
+	st["recorded_calls_followed"] = p.followed
+	st["recorded_calls_ignored"] = r.ignored
 	return st
 }
 

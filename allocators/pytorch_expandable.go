@@ -122,12 +122,12 @@ func (p *PyTorch) unmappedEnd(ei int32, addr uint64) uint64 {
 // ei: its pages start at its base.
 func (p *PyTorch) pageUp(ei int32, addr uint64) uint64 {
 	e := &p.ess[ei]
-	return e.base + ptRoundUp(addr-e.base, ptPage(e.key.small))
+	return e.base + ptRoundUp(addr-e.base, p.page(e.key.small))
 }
 
 func (p *PyTorch) pageDown(ei int32, addr uint64) uint64 {
 	e := &p.ess[ei]
-	page := ptPage(e.key.small)
+	page := p.page(e.key.small)
 	return e.base + (addr-e.base)/page*page
 }
 
@@ -177,6 +177,39 @@ func (p *PyTorch) esFor(key ptESKey, addr uint64) int32 {
 		}
 	}
 	return -1
+}
+
+// esReaching returns the expandable segment of key that begins above addr,
+// a whole number of pages away, with no other expandable segment between,
+// after moving its base down to addr; or -1. The base of an adopted
+// segment is where the first recorded reserve of it was, and a start
+// state lists pages from the middle of a segment: the pages the program
+// maps below them later are the same segment's, and its blocks run across
+// both (PyTorch keeps one segment per pool and stream, its virtual range
+// reserved once).
+func (p *PyTorch) esReaching(key ptESKey, addr uint64) int32 {
+	best := int32(-1)
+	for i := range p.ess {
+		e := &p.ess[i]
+		if e.gone || e.end <= addr {
+			continue
+		}
+		if e.base <= addr {
+			return -1 // addr lies in another pool's or stream's range
+		}
+		if best < 0 || e.base < p.ess[best].base {
+			best = int32(i)
+		}
+	}
+	if best < 0 {
+		return -1
+	}
+	e := &p.ess[best]
+	if e.key != key || (e.base-addr)%p.page(key.small) != 0 || e.end-addr > 2*p.esReserve {
+		return -1
+	}
+	e.base = addr
+	return best
 }
 
 // newES starts an expandable segment for key at base, with the virtual
@@ -330,6 +363,7 @@ func (p *PyTorch) unmapRange(h int32, lo, hi uint64) bool {
 		}
 		a += n
 	}
+	p.expectRelease(lo, hi-lo, false)
 	if err := p.space.Release(lo, hi-lo); err != nil {
 		return false
 	}
@@ -457,12 +491,14 @@ func (p *PyTorch) allocExpandable(small bool, size uint64, stream int64) (int32,
 		}
 	}
 	// No room in any: a new expandable segment.
-	n := ptRoundUp(size, ptPage(small))
-	addr, lump, ok := p.placeExpandable(n, ptPage(small))
+	n := ptRoundUp(size, p.page(small))
+	addr, lump, ok, recorded := p.placeExpandable(n, p.page(small))
 	if !ok {
 		return noChunk, false
 	}
-	p.rec.modelSegments++
+	if !recorded {
+		p.rec.modelSegments++
+	}
 	ei := p.newES(key, addr)
 	if lump {
 		p.esPages[addr] = n
@@ -509,7 +545,7 @@ func (p *PyTorch) room(ei int32, lo, hi uint64) uint64 {
 // mapFor maps pages of expandable segment ei from lo on until the free run
 // there holds size bytes, and returns that run out of its pool.
 func (p *PyTorch) mapFor(ei int32, lo, size uint64) (int32, bool) {
-	page := ptPage(p.ess[ei].key.small)
+	page := p.page(p.ess[ei].key.small)
 	h := int32(noChunk)
 	var have uint64
 	if si := p.runEndingAt(ei, lo); si >= 0 && !p.blocks[p.segs[si].last].allocated {
@@ -526,10 +562,18 @@ func (p *PyTorch) mapFor(ei int32, lo, size uint64) (int32, bool) {
 		}
 		hi := p.pageDown(ei, p.unmappedEnd(ei, lo))
 		n := min(ptRoundUp(size-have, page), hi-min(hi, lo))
+		recorded := n > 0 && p.expectMap(lo, n)
 		if n == 0 || !p.reservePages(lo, n, page) {
+			if !recorded {
+				return noChunk, false
+			}
+			p.diverge("the device, %s, cannot map the program's next pages (%s at %#x; %s reserved)",
+				ptBytes(p.space.Capacity()), ptBytes(n), lo, ptBytes(p.space.Stats().ReservedBytes))
 			return noChunk, false
 		}
-		p.rec.modelSegments++
+		if !recorded {
+			p.rec.modelSegments++
+		}
 		h = p.mapRange(ei, lo, n)
 		have = p.blocks[h].size
 	}
@@ -540,24 +584,36 @@ func (p *PyTorch) mapFor(ei int32, lo, size uint64) (int32, bool) {
 // placeExpandable reserves the first pages of a new expandable segment: in
 // the first free slot when the space is large enough to give each segment
 // its own (as PyTorch reserves virtual address space for it), else where
-// the space would put them. lump says they were reserved as one range.
-func (p *PyTorch) placeExpandable(n, page uint64) (addr uint64, lump, ok bool) {
+// the space would put them; while following a recording, where the
+// program had them (recorded). lump says they were reserved as one range.
+func (p *PyTorch) placeExpandable(n, page uint64) (addr uint64, lump, ok, recorded bool) {
 	if p.placer != nil && !p.placerBroken {
+		if addr, ok := p.expectNewES(n); ok {
+			if p.reservePages(addr, n, page) {
+				p.followed++
+				return addr, false, true, true
+			}
+			p.diverge("the device, %s, cannot map the program's new expandable segment (%s at %#x)",
+				ptBytes(p.space.Capacity()), ptBytes(n), addr)
+			if p.overCapacity(n) {
+				return 0, false, false, false
+			}
+		}
 		if p.esStride > 0 {
 			for slot := p.base; slot <= p.limit-p.esStride; slot += p.esStride {
 				if p.rangeFree(slot, p.esStride) {
-					return slot, false, p.reservePages(slot, n, page)
+					return slot, false, p.reservePages(slot, n, page), false
 				}
 			}
 		}
 		if p.finder != nil {
 			if addr, ok := p.finder.FindFree(n); ok {
-				return addr, false, p.reservePages(addr, n, page)
+				return addr, false, p.reservePages(addr, n, page), false
 			}
 		}
 	}
 	addr, err := p.space.Reserve(n)
-	return addr, true, err == nil
+	return addr, true, err == nil, false
 }
 
 // releaseCachedBlocks is release_cached_blocks: give every whole free
@@ -623,7 +679,15 @@ func (p *PyTorch) takeRecorded(small bool, size uint64, stream int64) (int32, bo
 // 20 MiB pages. A start state lists a small expandable segment's mapped
 // mapped pages one by one for that reason.
 func (p *PyTorch) RecordedReserve(addr, size uint64, stream int64) {
-	if p.cfg.ModelSegments {
+	switch {
+	case p.cfg.Segments == PyTorchSegmentsModel:
+		return
+	case p.cfg.Segments == PyTorchSegmentsAuto && !p.startState:
+		if p.following {
+			p.script = append(p.script, ptAction{addr: addr, size: size, stream: stream})
+		} else {
+			p.rec.ignored++
+		}
 		return
 	}
 	if p.placer == nil || p.placerBroken || size == 0 || size%ptMinBlockSize != 0 {
@@ -643,12 +707,15 @@ func (p *PyTorch) RecordedReserve(addr, size uint64, stream int64) {
 		return
 	}
 	key := ptESKey{small: small, stream: stream}
-	if !p.rangeFree(addr, size) || !p.reservePages(addr, size, ptPage(small)) {
+	if !p.rangeFree(addr, size) || !p.reservePages(addr, size, p.page(small)) {
 		p.rec.refused++
 		return
 	}
 	p.rec.adopted++
 	ei := p.esFor(key, addr)
+	if ei < 0 {
+		ei = p.esReaching(key, addr)
+	}
 	if ei < 0 {
 		ei = p.newES(key, addr)
 	}
@@ -669,10 +736,28 @@ func (p *PyTorch) adopted(si int32, addr uint64, es bool) {
 // pages of an expandable segment (segment_unmap; size 0: from addr to the
 // end of its run) if one free block holds them.
 func (p *PyTorch) RecordedRelease(addr, size uint64) {
-	if p.cfg.ModelSegments {
+	switch {
+	case p.cfg.Segments == PyTorchSegmentsModel:
+		return
+	case p.cfg.Segments == PyTorchSegmentsAuto && !p.startState:
+		if p.following {
+			p.script = append(p.script, ptAction{release: true, addr: addr, size: size})
+		} else {
+			p.rec.ignored++
+		}
 		return
 	}
 	p.rec.releases++
+	if !p.releaseRecorded(addr, size) {
+		p.rec.releasesIgnored++
+	}
+}
+
+// releaseRecorded makes a release the recording made: a fixed segment
+// (size 0) if it is entirely free, or pages of an expandable segment (size
+// 0: from addr to the end of its run) if one free block holds them. It
+// reports whether it could.
+func (p *PyTorch) releaseRecorded(addr, size uint64) bool {
 	if si := p.segAt(addr); si >= 0 {
 		s := &p.segs[si]
 		switch {
@@ -682,13 +767,28 @@ func (p *PyTorch) RecordedRelease(addr, size uint64) {
 			}
 			if h := p.freeBlockAt(addr); h != noChunk {
 				if b := &p.blocks[h]; size <= b.addr+b.size-addr && p.unmapRange(h, addr, addr+size) {
-					return
+					return true
 				}
 			}
 		case s.addr == addr && p.whole(s.first) && !p.blocks[s.first].allocated:
 			p.releaseSegment(si)
-			return
+			return true
 		}
 	}
-	p.rec.releasesIgnored++
+	return false
+}
+
+// RecordedRange declares an expandable segment of the recording, for the
+// pool and stream given, whose range starts at addr: the allocator's own
+// segment for them begins there, so that pages mapped below the start
+// state's are in it (unless segments=model).
+func (p *PyTorch) RecordedRange(addr uint64, small bool, stream int64) {
+	if p.cfg.Segments == PyTorchSegmentsModel || !p.cfg.ExpandableSegments || addr < p.base || addr >= p.limit {
+		return
+	}
+	key := ptESKey{small: small, stream: stream}
+	if p.esFor(key, addr) >= 0 || p.segAt(addr) >= 0 {
+		return // inside one already declared, or mapped
+	}
+	p.newES(key, addr) // another pool's range ends where it begins
 }

@@ -111,11 +111,13 @@ func TestPyTorchBestFitKey(t *testing.T) {
 	assert.Equal(t, uint64(VirtualBase+78*mib), z.Addr, "stream -3's 30 MiB block is not stream 5's")
 }
 
-// Adopted recorded segments: the allocations that follow land where the
-// recording had them, and a recorded release gives the segment back once
-// it is free.
+// Adopted recorded segments (segments=recorded): the allocations that
+// follow land where the recording had them, and a recorded release gives
+// the segment back once it is free.
 func TestPyTorchRecordedSegments(t *testing.T) {
-	p, sp := newPyTorchForTest(t, 1<<30, DefaultPyTorchConfig())
+	cfg := DefaultPyTorchConfig()
+	cfg.Segments = PyTorchSegmentsRecorded
+	p, sp := newPyTorchForTest(t, 1<<30, cfg)
 	base := uint64(VirtualBase)
 	// In a recording, the segment comes just before the allocation that
 	// made the program reserve it.
@@ -167,7 +169,7 @@ seg 1 +0x6900000 size=36700160 free pool=1
 // cannot place reservations refuses them.
 func TestPyTorchRecordedSegmentsIgnored(t *testing.T) {
 	cfg := DefaultPyTorchConfig()
-	cfg.ModelSegments = true
+	cfg.Segments = PyTorchSegmentsModel
 	p, sp := newPyTorchForTest(t, 1<<30, cfg)
 	p.RecordedReserve(VirtualBase+40*mib, 20*mib, 0)
 	p.RecordedRelease(VirtualBase+40*mib, 0)
@@ -176,10 +178,21 @@ func TestPyTorchRecordedSegmentsIgnored(t *testing.T) {
 	a := ptAlloc(t, p, 5*mib, 0)
 	assert.Equal(t, uint64(VirtualBase), a.Addr)
 
-	q := NewPyTorch(struct{ Space }{NewVirtualSpace(1<<30, CostModel{}, FirstFit)}, DefaultPyTorchConfig())
+	rec := DefaultPyTorchConfig()
+	rec.Segments = PyTorchSegmentsRecorded
+	q := NewPyTorch(struct{ Space }{NewVirtualSpace(1<<30, CostModel{}, FirstFit)}, rec)
 	q.RecordedReserve(VirtualBase, 20*mib, 0)
 	assert.Equal(t, int64(1), q.Stats()["recorded_segments_refused"])
 	assert.Zero(t, q.Stats()["reserved_bytes.all.current"])
+
+	// Following them on such a space ends at the first segment, which the
+	// model then places itself.
+	f := NewPyTorch(struct{ Space }{NewVirtualSpace(1<<30, CostModel{}, FirstFit)}, DefaultPyTorchConfig())
+	f.RecordedReserve(VirtualBase+100*mib, 20*mib, 0)
+	b := ptAlloc(t, f, 5*mib, 0)
+	assert.Equal(t, uint64(VirtualBase), b.Addr)
+	assert.False(t, f.Following())
+	assert.Contains(t, f.Decisions().Reason, "cannot place the program's 20 MiB segment")
 }
 
 // The start state of a recording is rebuilt block by block at the recorded

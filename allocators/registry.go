@@ -14,6 +14,11 @@ type Factory struct {
 	// New builds the allocator over sp and returns it with its effective
 	// options (every option, defaults included, typed) for reports.
 	New func(sp Space, o Options) (Allocator, map[string]any, error)
+	// Bounds are the options that only bound the memory the allocator may
+	// hold, or say what to do with a recording's decisions, without
+	// changing how it decides: a recording replayed with other values of
+	// them is not a what-if of other settings.
+	Bounds []string
 }
 
 // Factories returns the one table of allocators, in the order reports list
@@ -26,6 +31,7 @@ func Factories() []Factory {
 			Summary: "TensorFlow's best-fit-with-coalescing allocator (classic TF behaviour)",
 			Options: bfcOptions,
 			New:     newBFCFromOptions,
+			Bounds:  []string{"memory_limit"},
 		},
 		{
 			Name:    "arena",
@@ -55,6 +61,7 @@ func Factories() []Factory {
 			Summary: "PyTorch's CUDA caching allocator: small/large pools, stream-aware best fit, segment sizing, OOM ladder",
 			Options: pytorchOptions,
 			New:     newPyTorchFromOptions,
+			Bounds:  PyTorchBounds,
 		},
 		{
 			Name:    "planner",

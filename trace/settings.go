@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 )
 
 // SettingsKey is the header key under which an imported recording carries
@@ -84,4 +85,68 @@ func (h Header) SpaceSettings() (map[string]string, error) {
 		return nil, fmt.Errorf("the trace header's %s is not an object of strings: %w", SpaceSettingsKey, err)
 	}
 	return m, nil
+}
+
+// ExpandableRangesKey is the header key under which an imported recording
+// says where each of its expandable segments' address ranges starts: the
+// lowest address the recording shows mapped in it, which is where PyTorch
+// maps a new segment's first pages. An allocator that models expandable
+// segments starts its own there, so that it maps pages where the program
+// did even below the pages a start state lists.
+//
+//	"expandable_ranges":[{"addr":"0x10000000000","pool":"large","stream":0}]
+const ExpandableRangesKey = "expandable_ranges"
+
+// ExpandableRange is one entry of the header's expandable_ranges.
+type ExpandableRange struct {
+	// Addr is where the range starts (replayed address).
+	Addr uint64
+	// Small says it is the small pool's (2 MiB pages), else the large
+	// pool's.
+	Small bool
+	// Stream is the CUDA stream it serves.
+	Stream int64
+}
+
+type expandableRangeJSON struct {
+	Addr   string `json:"addr"`
+	Pool   string `json:"pool"`
+	Stream int64  `json:"stream"`
+}
+
+// FormatExpandableRanges returns the header value for rs.
+func FormatExpandableRanges(rs []ExpandableRange) string {
+	out := make([]expandableRangeJSON, len(rs))
+	for i, r := range rs {
+		out[i] = expandableRangeJSON{Addr: fmt.Sprintf("%#x", r.Addr), Pool: "large", Stream: r.Stream}
+		if r.Small {
+			out[i].Pool = "small"
+		}
+	}
+	b, _ := json.Marshal(out) // strings and integers always marshal
+	return string(b)
+}
+
+// ExpandableRanges returns the header's expandable_ranges, or nil.
+func (h Header) ExpandableRanges() ([]ExpandableRange, error) {
+	raw, ok := h.Meta[ExpandableRangesKey]
+	if !ok {
+		return nil, nil
+	}
+	var in []expandableRangeJSON
+	if err := json.Unmarshal([]byte(raw), &in); err != nil {
+		return nil, fmt.Errorf("the trace header's %s is not a list of {addr, pool, stream}: %w", ExpandableRangesKey, err)
+	}
+	rs := make([]ExpandableRange, len(in))
+	for i, r := range in {
+		addr, err := strconv.ParseUint(r.Addr, 0, 64)
+		if err != nil {
+			return nil, fmt.Errorf("the trace header's %s: entry %d: addr %q is not an address", ExpandableRangesKey, i+1, r.Addr)
+		}
+		if r.Pool != "small" && r.Pool != "large" {
+			return nil, fmt.Errorf("the trace header's %s: entry %d: pool %q is neither small nor large", ExpandableRangesKey, i+1, r.Pool)
+		}
+		rs[i] = ExpandableRange{Addr: addr, Small: r.Pool == "small", Stream: r.Stream}
+	}
+	return rs, nil
 }

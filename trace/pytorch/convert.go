@@ -75,6 +75,10 @@ type Stats struct {
 	// ExpandableStart is set when the start state's expandable segments
 	// were worked out on address ranges (segment_map and segment_unmap).
 	ExpandableStart bool
+	// ExpandableRanges are where the expandable segments' ranges start,
+	// one per pool and stream: the lowest address the recording shows
+	// mapped (header expandable_ranges, replayed addresses).
+	ExpandableRanges []trace.ExpandableRange
 }
 
 // maxReasons is how many reasons for dropped entries Stats keeps.
@@ -169,6 +173,15 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 	var segSpans []span
 	expStart := newStartState() // the expandable segments' pages mapped at the start
 	expandable := false
+	// lowest is, per pool and stream, the lowest address seen mapped in
+	// an expandable segment: where its range starts.
+	lowest := map[trace.ExpandableRange]uint64{}
+	seenMapped := func(addr, size uint64, stream int64) {
+		k := trace.ExpandableRange{Small: size == smallBuffer, Stream: stream}
+		if a, ok := lowest[k]; !ok || addr < a {
+			lowest[k] = addr
+		}
+	}
 	// reserved follows the bytes the recording reserves and releases, from
 	// an unknown start; at each oom it is kept with the free device memory.
 	var reserved, peakReserved int64
@@ -212,6 +225,9 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 			if hi := e.addr + e.size; hi > e.addr && e.size < maxTraceSize {
 				expStart.event(e.addr, hi, e.stream, e.action == actSegmentUnmap)
 				segSpans = append(segSpans, span{e.addr, hi})
+				if e.action == actSegmentMap {
+					seenMapped(e.addr, e.size, e.stream)
+				}
 			}
 			if e.action == actSegmentMap {
 				reserved += int64(min(e.size, maxCapacity))
@@ -263,7 +279,17 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 		st.ExpandableStart = true
 		expStart.finish(final).each(func(r mappedRange) {
 			startSegs = append(startSegs, segment{address: r.lo, totalSize: r.hi - r.lo, stream: r.stream, small: r.small, expandable: true})
+			k := trace.ExpandableRange{Small: r.small, Stream: r.stream}
+			if a, ok := lowest[k]; !ok || r.lo < a {
+				lowest[k] = r.lo
+			}
 		})
+		for _, r := range final {
+			k := trace.ExpandableRange{Small: r.small, Stream: r.stream}
+			if a, ok := lowest[k]; !ok || r.lo < a {
+				lowest[k] = r.lo
+			}
+		}
 	}
 	expStart = nil
 	slices.SortFunc(startSegs, func(a, b segment) int { return cmp.Compare(a.address, b.address) })
@@ -302,6 +328,13 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 	}
 	clusters := makeClusters(segSpans, gap)
 	st.Clusters = len(clusters)
+	for k, addr := range lowest {
+		if to, ok := clusters.move(addr); ok {
+			k.Addr = to
+			st.ExpandableRanges = append(st.ExpandableRanges, k)
+		}
+	}
+	slices.SortFunc(st.ExpandableRanges, func(a, b trace.ExpandableRange) int { return cmp.Compare(a.Addr, b.Addr) })
 	if err := inferSizes(startSegs, startBlocks, func(fn func(e *entry) bool) error {
 		err := s.eachEntry(ctx, dev, func(_ int64, e *entry) error {
 			if !fn(e) {
@@ -468,6 +501,9 @@ func newEmitter(w *trace.Writer, cl clusterList, opt Options, st *Stats, hasT bo
 		h.Meta[trace.SettingsKey] = string(j)
 	}
 	h.CapacityBytes = st.CapacityBytes
+	if len(st.ExpandableRanges) > 0 {
+		h.Meta[trace.ExpandableRangesKey] = trace.FormatExpandableRanges(st.ExpandableRanges)
+	}
 	if st.ExpandableStart {
 		// Expandable segments map pages into address ranges larger than
 		// the memory; holes unmapped in them are never given to another
