@@ -89,6 +89,24 @@ type Config struct {
 	// first, then every LatencySample-th); 0 means DefaultLatencySample, 1
 	// times every call.
 	LatencySample int
+	// ExpandableRanges are where the recording's expandable segments'
+	// ranges start (the header's expandable_ranges), told to allocators
+	// that take them (allocators.RangeObserver) before the first event.
+	ExpandableRanges []trace.ExpandableRange
+	// Probe replays for a yes-or-no answer only: did every allocation
+	// succeed? It measures nothing but the counts, peaks and failures of a
+	// Result (no latencies, no fragmentation metric, no allocator stats),
+	// and stops each allocator at its first failed allocation (its first
+	// fatal one, with TolerateScratch).
+	Probe bool
+	// TolerateScratch takes a failed allocation that the program frees
+	// before it allocates anything else as one it survives: a library's
+	// workspace, which it does without (PyTorch's cuDNN convolutions catch
+	// the out-of-memory error and try an algorithm with a smaller
+	// workspace). Such failures are counted in Result.ScratchFailures and
+	// do not stop a replay (StopOnOOM, Probe); a failure the recording
+	// itself had (a recorded out-of-memory) never counts as one.
+	TolerateScratch bool
 }
 
 // DefaultLatencySample is how sparsely a replay times calls by default.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -160,6 +161,9 @@ func recordPyTorch(t *testing.T, evs []trace.Event, capacity uint64, opts alloca
 				ids[b.Addr] = ev.ID
 				ev.Addr = b.Addr
 				ev.Flags |= trace.HasAddr
+			} else if i >= cut {
+				// A snapshot says the program failed it (an oom entry).
+				sp.log = append(sp.log, trace.Event{Op: trace.OpMark, Name: trace.RecordedOOMMark + " out of memory"})
 			}
 		case trace.OpFree:
 			if b, ok := live[ev.ID]; ok {
@@ -245,30 +249,43 @@ func TestPyTorchRecordedReplayMatches(t *testing.T) {
 		{"random.jsonl", false, DefaultCapacity, nil, 10001},
 	}
 	for _, c := range cases {
-		t.Run(fmt.Sprintf("%s/%v/%dMiB/%v/cut=%d", c.trace, c.streams, c.capacity>>20, c.opts, c.cut), func(t *testing.T) {
-			evs := loadTrace(t, c.trace)
-			if c.streams {
-				evs = withStreams(evs)
-			}
-			rec := recordPyTorch(t, evs, c.capacity, c.opts, c.cut)
-			cfg := config(c.capacity, "pytorch")
-			cfg.Allocators[0].Options = c.opts
-			// The recording was made on a first-fit device: replay on one.
-			cfg.Space.Options = allocators.Options{"placement": "first-fit"}
-			r := replay(t, rec, cfg)[0]
-			require.NotZero(t, r.AddrChecked)
-			assert.Equal(t, r.AddrChecked, r.AddrMatched, "allocations at their recorded address")
-			st := r.AllocatorStats
-			assert.Zero(t, st["model_segments"], "segments the allocator reserved itself")
-			assert.Zero(t, st["recorded_segments_refused"])
-			assert.Zero(t, st["recorded_releases_ignored"])
-			assert.Zero(t, st["recorded_segment_size_mismatch"])
-			assert.Zero(t, st["start_state_misplaced"])
-			if c.opts["expandable_segments"] == "" && c.cut == 0 {
-				assert.NotZero(t, st["recorded_segment_size_match"])
-			}
-			checkPyTorchCounters(t, r)
-		})
+		evs := loadTrace(t, c.trace)
+		if c.streams {
+			evs = withStreams(evs)
+		}
+		rec := recordPyTorch(t, evs, c.capacity, c.opts, c.cut)
+		for _, mode := range []string{allocators.PyTorchSegmentsAuto, allocators.PyTorchSegmentsRecorded} {
+			t.Run(fmt.Sprintf("%s/%v/%dMiB/%v/cut=%d/%s", c.trace, c.streams, c.capacity>>20, c.opts, c.cut, mode), func(t *testing.T) {
+				cfg := config(c.capacity, "pytorch")
+				cfg.Allocators[0].Options = maps.Clone(c.opts)
+				if cfg.Allocators[0].Options == nil {
+					cfg.Allocators[0].Options = allocators.Options{}
+				}
+				cfg.Allocators[0].Options["segments"] = mode
+				// The recording was made on a first-fit device: replay on one.
+				cfg.Space.Options = allocators.Options{"placement": "first-fit"}
+				r := replay(t, rec, cfg)[0]
+				require.NotZero(t, r.AddrChecked)
+				assert.Equal(t, r.AddrChecked, r.AddrMatched, "allocations at their recorded address")
+				assert.Equal(t, r.RecordedOOMs, r.OOMsMatched, "allocations the recording failed")
+				st := r.AllocatorStats
+				assert.Zero(t, st["model_segments"], "segments the allocator reserved itself")
+				assert.Zero(t, st["start_state_misplaced"])
+				require.NotNil(t, r.Decisions)
+				if mode == allocators.PyTorchSegmentsAuto {
+					assert.Equal(t, "followed", r.Decisions.Outcome, r.Decisions.Reason)
+				} else {
+					assert.Equal(t, "adopted", r.Decisions.Outcome)
+					assert.Zero(t, st["recorded_segments_refused"])
+					assert.Zero(t, st["recorded_releases_ignored"])
+					assert.Zero(t, st["recorded_segment_size_mismatch"])
+					if c.opts["expandable_segments"] == "" && c.cut == 0 {
+						assert.NotZero(t, st["recorded_segment_size_match"])
+					}
+				}
+				checkPyTorchCounters(t, r)
+			})
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"runtime/debug"
 	"slices"
@@ -48,10 +49,14 @@ type Result struct {
 	// SpaceOptions are the space's effective options.
 	SpaceOptions map[string]any
 
-	Events         int64 // events the allocator saw (fewer than the trace's if it stopped)
-	OKAllocs       int64 // allocations served, size-0 ones included
-	FailedAllocs   int64
-	ZeroSizeAllocs int64
+	Events       int64 // events the allocator saw (fewer than the trace's if it stopped)
+	OKAllocs     int64 // allocations served, size-0 ones included
+	FailedAllocs int64
+	// ScratchFailures counts the failed allocations the program freed
+	// before allocating anything else (Config.TolerateScratch); they are
+	// among FailedAllocs.
+	ScratchFailures int64
+	ZeroSizeAllocs  int64
 	// FirstOOMEvent is the 0-based index of the first failed alloc in the
 	// trace's events, and FirstOOMLine its line; both -1 if none failed.
 	FirstOOMEvent, FirstOOMLine int64
@@ -97,6 +102,12 @@ type Result struct {
 	// AllocatorStats are the allocator's own counters (StatsReporter), or nil.
 	AllocatorStats map[string]int64
 
+	// Decisions says what the allocator did with the segment decisions the
+	// trace recorded (its reserve and release events): nil for an
+	// allocator that does not take them (allocators.DecisionFollower) or a
+	// trace that has none.
+	Decisions *Decisions
+
 	// OOMSnapshot is the pool right after the first failed allocation, for
 	// allocators that can describe it (allocators.Snapshotter); nil
 	// otherwise. Its Request, Event and Line name the failed allocation.
@@ -112,6 +123,30 @@ type Result struct {
 	Timeline *Timeline
 	Memmap   *Memmap
 	Layout   *Layout
+}
+
+// Decisions says what an allocator did with a recording's segment
+// decisions, and why.
+type Decisions struct {
+	// Mode is the allocator's segments option: "auto", "recorded" or
+	// "model".
+	Mode string
+	// Outcome is what happened: "followed" (the model made every recorded
+	// decision itself, to the end), "diverged" (it did up to DivergedEvent,
+	// then decided alone), "model" (it decided alone from the start) or
+	// "adopted" (every recorded segment was taken as it was).
+	Outcome string
+	// Reason says why the model decided alone: the first decision of its
+	// own, or the settings that make the replay a what-if.
+	Reason string
+	// Followed counts the recorded device calls the model made itself.
+	Followed int64
+	// DivergedEvent and DivergedLine are the event (0-based) and its line
+	// at which the model stopped following; -1 when it did not.
+	DivergedEvent, DivergedLine int64
+	// WhatIf lists the options, as KEY=VALUE, whose values differ from the
+	// recording's: they made the allocator decide alone from the start.
+	WhatIf []string
 }
 
 // Fragmentation is 1 - peak live / peak reserved (0 when nothing was reserved).
@@ -188,22 +223,38 @@ const checkEvery = 4096
 
 // runner replays events against one allocator.
 type runner struct {
-	name         string
-	alloc        allocators.Allocator
-	space        allocators.Space         // the real space, for stats
-	vspace       *allocators.VirtualSpace // space, when it is virtual
-	toucher      allocators.Toucher
-	largest      allocators.LargestFreeReporter
-	stepper      allocators.Stepper
-	stats        allocators.StatsReporter
-	snap         allocators.Snapshotter
-	extent       allocators.Extenter
-	streams      allocators.StreamAllocator
-	segments     allocators.SegmentObserver
-	replayer     allocators.Replayer
-	chk          *checker
-	stopOnOOM    bool
-	spaceOptions map[string]any
+	name     string
+	alloc    allocators.Allocator
+	space    allocators.Space         // the real space, for stats
+	vspace   *allocators.VirtualSpace // space, when it is virtual
+	toucher  allocators.Toucher
+	largest  allocators.LargestFreeReporter
+	stepper  allocators.Stepper
+	stats    allocators.StatsReporter
+	snap     allocators.Snapshotter
+	extent   allocators.Extenter
+	streams  allocators.StreamAllocator
+	segments allocators.SegmentObserver
+	replayer allocators.Replayer
+	// follower is the allocator when it follows recorded decisions, and
+	// following says it still did after the last event.
+	follower  allocators.DecisionFollower
+	following bool
+	// recordedCalls counts the trace's reserve and release events, and
+	// sawStartState says it opened with a recorded start state.
+	recordedCalls int64
+	sawStartState bool
+	// probe: Config.Probe.
+	probe     bool
+	chk       *checker
+	stopOnOOM bool
+	// With tolerateScratch, a failed allocation waits (scratchPending, its
+	// slot scratchSlot) to be told apart: freed before the next allocation,
+	// it was a scratch buffer; otherwise it was fatal.
+	tolerateScratch bool
+	scratchPending  bool
+	scratchSlot     uint32
+	spaceOptions    map[string]any
 	// peakSnapshots: take Result.PeakSnapshot.
 	peakSnapshots bool
 	rec           *recQueue // nil unless Config.Record
@@ -290,6 +341,17 @@ func newRunner(spec AllocatorSpec, cfg Config) (*runner, error) {
 		under = recordingSpace{Space: under, rec: r.rec}
 	}
 	opts, fromRec := withRecorded(spec, cfg.Recorded)
+	whatIf, err := whatIfOptions(spec, cfg.Recorded, opts, cfg.Space.Capacity)
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	if len(whatIf) > 0 {
+		// Other settings than the recording's make other decisions:
+		// the recorded ones are not followed, from the start.
+		opts = maps.Clone(opts)
+		opts["segments"] = allocators.PyTorchSegmentsModel
+	}
 	a, eff, err := allocators.New(spec.Name, under, opts)
 	if err != nil {
 		r.close()
@@ -311,6 +373,14 @@ func newRunner(spec AllocatorSpec, cfg Config) (*runner, error) {
 	r.streams, _ = a.(allocators.StreamAllocator)
 	r.segments, _ = a.(allocators.SegmentObserver)
 	r.replayer, _ = a.(allocators.Replayer)
+	if ro, ok := a.(allocators.RangeObserver); ok {
+		for _, rg := range cfg.ExpandableRanges {
+			ro.RecordedRange(rg.Addr, rg.Small, rg.Stream)
+		}
+	}
+	r.probe = cfg.Probe
+	r.stopOnOOM = r.stopOnOOM || cfg.Probe
+	r.tolerateScratch = cfg.TolerateScratch
 	r.peakSnapshots = cfg.PeakSnapshots && r.snap != nil
 	if c, ok := a.(allocators.Checkpointer); ok && r.peakSnapshots && useCheckpoints {
 		r.checkpoint = c
@@ -338,6 +408,10 @@ func newRunner(spec AllocatorSpec, cfg Config) (*runner, error) {
 	}
 	r.result = Result{Allocator: spec.Name, Options: eff, FirstOOMEvent: -1, FirstOOMLine: -1,
 		OptionsFromRecording: fromRec}
+	if f, ok := a.(allocators.DecisionFollower); ok {
+		r.follower, r.following = f, f.Following()
+		r.result.Decisions = &Decisions{DivergedEvent: -1, DivergedLine: -1, WhatIf: whatIf}
+	}
 	return r, nil
 }
 
@@ -400,10 +474,23 @@ func (r *runner) apply(events []trace.Event, first int64) error {
 		}
 		switch ev.Op {
 		case trace.OpAlloc:
+			if r.scratchPending {
+				// Another allocation before the failed one's free: the
+				// failure was fatal.
+				r.scratchPending = false
+				if r.stopOnOOM {
+					r.result.Stopped = true
+					return nil
+				}
+			}
 			if err := r.doAlloc(ev, i); err != nil {
 				return err
 			}
 		case trace.OpFree:
+			if r.scratchPending && ev.Slot == r.scratchSlot {
+				r.scratchPending = false
+				r.result.ScratchFailures++
+			}
 			if err := r.doFree(ev, i); err != nil {
 				return err
 			}
@@ -420,19 +507,33 @@ func (r *runner) apply(events []trace.Event, first int64) error {
 				r.rec.mark(i, ev)
 			}
 			r.oomNext = trace.IsRecordedOOMMark(ev.Name)
+			r.sawStartState = r.sawStartState || ev.Name == allocators.StartStateMark
 			if r.replayer != nil {
 				r.replayer.Mark(ev.Name)
 			}
 		case trace.OpReserve:
+			r.recordedCalls++
 			if r.segments != nil {
 				r.takePeakSnapshot()
 				r.segments.RecordedReserve(ev.Addr, ev.Size, ev.Stream)
 			}
 		case trace.OpRelease:
+			r.recordedCalls++
 			if r.segments != nil {
 				r.takePeakSnapshot()
 				r.segments.RecordedRelease(ev.Addr, ev.Size)
 			}
+		}
+		if r.following && !r.follower.Following() {
+			r.following = false
+			r.result.Decisions.DivergedEvent, r.result.Decisions.DivergedLine = i, ev.Line
+		}
+		if r.probe {
+			r.observePeaks()
+			if r.result.Stopped {
+				return nil
+			}
+			continue
 		}
 		reserved, frag := r.observe()
 		if r.rec != nil {
@@ -469,7 +570,7 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 	if r.peakPending && (r.largest == nil || r.largest.LargestFreeBytes() < ev.Size) {
 		r.takePeakSnapshot() // the pool may grow, or be collected, to serve it
 	}
-	timed := r.allocUntil == 0
+	timed := r.allocUntil == 0 && !r.probe
 	if timed {
 		r.allocUntil = r.sampleEvery
 	}
@@ -516,6 +617,10 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 			}
 		}
 		r.emit(i, ev, allocators.Block{}, false)
+		if r.tolerateScratch && !recordedOOM {
+			r.scratchPending, r.scratchSlot = true, ev.Slot
+			return nil
+		}
 		if r.stopOnOOM {
 			r.result.Stopped = true
 		}
@@ -582,7 +687,7 @@ func (r *runner) doFree(ev *trace.Event, i int64) error {
 	} else {
 		r.takePeakSnapshot()
 	}
-	timed := r.freeUntil == 0
+	timed := r.freeUntil == 0 && !r.probe
 	if timed {
 		r.freeUntil = r.sampleEvery
 	}
@@ -743,6 +848,23 @@ func (r *runner) observe() (reserved uint64, frag float64) {
 	return reserved, frag
 }
 
+// observePeaks is observe for a probe: the peaks only.
+func (r *runner) observePeaks() {
+	res := &r.result
+	var reserved uint64
+	if r.vspace != nil {
+		reserved = r.vspace.Stats().ReservedBytes
+	} else {
+		reserved = r.space.Stats().ReservedBytes
+	}
+	res.PeakLiveBytes = max(res.PeakLiveBytes, r.live)
+	res.PeakInUseBytes = max(res.PeakInUseBytes, r.inUse)
+	if reserved > res.PeakReservedBytes {
+		res.PeakReservedBytes = reserved
+		res.InternalWasteAtPeakBytes = r.inUse - r.live
+	}
+}
+
 // clock reads the monotonic clock, as the time since r.epoch: one read of
 // the system's clock where time.Now makes two (the wall clock as well), so
 // that timing a call costs two reads, not three.
@@ -820,9 +942,10 @@ func (r *runner) finish() error {
 	res.AllocLatency = r.allocHist.summary()
 	res.FreeLatency = r.freeHist.summary()
 	res.ReplaySeconds = r.busy.Seconds()
-	if r.stats != nil {
+	if r.stats != nil && !r.probe {
 		res.AllocatorStats = r.stats.Stats()
 	}
+	r.finishDecisions()
 	if r.chk != nil {
 		r.chk.accounting(r.inUse, st, res.AllocatorStats)
 		if err := r.chk.err(); err != nil {

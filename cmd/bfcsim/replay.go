@@ -296,6 +296,10 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 	if err != nil {
 		return report.TraceRun{}, fmt.Errorf("%s: %w", path, err)
 	}
+	ranges, err := h.ExpandableRanges()
+	if err != nil {
+		return report.TraceRun{}, fmt.Errorf("%s: %w", path, err)
+	}
 	if len(recSpace) > 0 && o.space == "virtual" {
 		merged := allocators.Options(recSpace)
 		maps.Copy(merged, spaceOpts)
@@ -308,9 +312,10 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 		StopOnOOM:  o.stopOnOOM,
 		Check:      o.check,
 		// -o DIR holds a MemoryDump of each bfc pool at its peak.
-		PeakSnapshots: o.out != "",
-		Record:        o.record,
-		LatencySample: o.latencySample,
+		PeakSnapshots:    o.out != "",
+		Record:           o.record,
+		LatencySample:    o.latencySample,
+		ExpandableRanges: ranges,
 	}
 	// The planner reads the trace twice; a pipe cannot be read again.
 	if path != "-" && t.size >= 0 {
