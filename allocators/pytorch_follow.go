@@ -61,8 +61,21 @@ func (a ptAction) String() string {
 	}
 }
 
-// ptBytes is n in IEC units, for the reasons Decisions gives.
-func ptBytes(n uint64) string { return humanize.IBytes(n) }
+// ptBytes is n in IEC units, for the reasons Decisions gives: a size in
+// MiB or more with two decimals, as the reports write them ("13.61 GiB":
+// a limit 2 MiB below another must not read the same).
+func ptBytes(n uint64) string {
+	if n < 1<<20 {
+		return humanize.IBytes(n)
+	}
+	units := []string{"MiB", "GiB", "TiB", "PiB", "EiB"}
+	v, u := float64(n)/(1<<20), 0
+	for v >= 1024 && u < len(units)-1 {
+		v /= 1024
+		u++
+	}
+	return fmt.Sprintf("%.2f %s", v, units[u])
+}
 
 // Decisions says what an allocator did with a recording's segment
 // decisions (DecisionFollower).

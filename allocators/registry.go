@@ -19,6 +19,14 @@ type Factory struct {
 	// changing how it decides: a recording replayed with other values of
 	// them is not a what-if of other settings.
 	Bounds []string
+	// LimitOption is the option that limits the memory the allocator may
+	// reserve on a device, as its reference takes a limit (pytorch's
+	// memory_limit: set_per_process_memory_fraction); "" when the limit is
+	// the device's capacity. A search for the smallest device varies it.
+	LimitOption string
+	// Granularity is the step, in bytes, in which the reference's memory
+	// limit is worth stating (0: the space's granule).
+	Granularity uint64
 }
 
 // Factories returns the one table of allocators, in the order reports list
@@ -32,6 +40,9 @@ func Factories() []Factory {
 			Options: bfcOptions,
 			New:     newBFCFromOptions,
 			Bounds:  []string{"memory_limit"},
+			// TensorFlow takes a GPU's memory limit in MiB
+			// (VirtualDeviceConfiguration.memory_limit).
+			Granularity: 1 << 20,
 		},
 		{
 			Name:    "arena",
@@ -57,11 +68,15 @@ func Factories() []Factory {
 			},
 		},
 		{
-			Name:    "pytorch",
-			Summary: "PyTorch's CUDA caching allocator: small/large pools, stream-aware best fit, segment sizing, OOM ladder",
-			Options: pytorchOptions,
-			New:     newPyTorchFromOptions,
-			Bounds:  PyTorchBounds,
+			Name:        "pytorch",
+			Summary:     "PyTorch's CUDA caching allocator: small/large pools, stream-aware best fit, segment sizing, OOM ladder",
+			Options:     pytorchOptions,
+			New:         newPyTorchFromOptions,
+			Bounds:      PyTorchBounds,
+			LimitOption: "memory_limit",
+			// Segments are whole multiples of 2 MiB (kRoundLarge), and
+			// so is every limit that changes an outcome.
+			Granularity: ptRoundLarge,
 		},
 		{
 			Name:    "planner",

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -281,42 +280,23 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 	}
 	defer t.Close()
 	h := t.Header()
-	if capacity == 0 {
-		capacity = h.CapacityBytes
-	}
-	if capacity == 0 {
-		capacity = sim.DefaultCapacity
-	}
-	recorded, _, err := h.Settings()
+	setup, err := sim.SetupOf(h)
 	if err != nil {
 		return report.TraceRun{}, fmt.Errorf("%s: %w", path, err)
 	}
-	// The device the recording's addresses need, unless --set says otherwise.
-	recSpace, err := h.SpaceSettings()
-	if err != nil {
-		return report.TraceRun{}, fmt.Errorf("%s: %w", path, err)
-	}
-	ranges, err := h.ExpandableRanges()
-	if err != nil {
-		return report.TraceRun{}, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(recSpace) > 0 && o.space == "virtual" {
-		merged := allocators.Options(recSpace)
-		maps.Copy(merged, spaceOpts)
-		spaceOpts = merged
-	}
+	capacity = setup.Capacity(capacity)
 	cfg := sim.Config{
-		Recorded:   recorded,
 		Allocators: specs,
 		Space:      allocators.SpaceConfig{Kind: o.space, Capacity: capacity, Touch: o.touch, Options: spaceOpts},
 		StopOnOOM:  o.stopOnOOM,
 		Check:      o.check,
 		// -o DIR holds a MemoryDump of each bfc pool at its peak.
-		PeakSnapshots:    o.out != "",
-		Record:           o.record,
-		LatencySample:    o.latencySample,
-		ExpandableRanges: ranges,
+		PeakSnapshots: o.out != "",
+		Record:        o.record,
+		LatencySample: o.latencySample,
 	}
+	// The device the recording's addresses need, unless --set says otherwise.
+	setup.Apply(&cfg)
 	// The planner reads the trace twice; a pipe cannot be read again.
 	if path != "-" && t.size >= 0 {
 		var reopened []*openedTrace

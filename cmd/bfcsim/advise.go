@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bfcsim/bfcsim/report"
+	"github.com/bfcsim/bfcsim/search"
+)
+
+// adviseOptions are one advise invocation's flags.
+type adviseOptions struct {
+	replay replayOptions
+	strict bool
+	jobs   int
+	format string
+	out    string
+}
+
+func newAdviseCmd(e *env) *cobra.Command {
+	o := &adviseOptions{}
+	cmd := &cobra.Command{
+		Use:   "advise TRACE [-a NAME] [flags]",
+		Short: "Find the allocator settings that need the smallest device",
+		Long: `Search an allocator's settings for the smallest device the trace runs on
+(as 'bfcsim fit' finds it), and among equals the smallest peak without a
+limit, and print the line that sets them:
+
+  pytorch  expandable_segments, max_split_size_mb, roundup_power2_divisions,
+           garbage_collection_threshold, max_non_split_rounding_mb
+           (export PYTORCH_CUDA_ALLOC_CONF=...)
+  bfc      allow_growth, garbage_collection
+           (export TF_FORCE_GPU_ALLOW_GROWTH=... TF_ENABLE_GPU_GARBAGE_COLLECTION=...)
+
+It starts from the recorded settings (a PyTorch snapshot's own; --set fixes
+a setting so that it is not searched) and changes one setting at a time,
+keeping the best change, until no change helps. It says what each changed
+setting does on its own, and lists every combination tried.
+
+Every candidate is a what-if: the model decides its segments from the start
+(see 'bfcsim replay --help'). The saving is measured against the recorded
+settings decided the same way, and the report gives both figures for them.
+It advises only settings that bfcsim models as PyTorch 2.11 and TensorFlow
+do (docs/allocators.md).`,
+		Example: `  bfcsim advise snapshot.pickle
+  bfcsim advise snapshot.pickle --set pytorch.expandable_segments=false   # keep it off
+  bfcsim advise traces/transformer-train.jsonl -a bfc -f json`,
+		Args: exactlyOneTrace,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.replay.allocatorsGiven = cmd.Flags().Changed("allocators")
+			return runAdvise(cmd, e, o, args[0])
+		},
+	}
+	o.replay.addFlags(cmd, true)
+	cmd.Flags().Lookup("allocators").Usage = "the allocator to advise on (one; default: the recording's, else bfc)"
+	f := cmd.Flags()
+	f.BoolVar(&o.strict, "strict", false, "count every failed allocation, scratch buffers a library could do without included")
+	f.IntVarP(&o.jobs, "jobs", "j", 0, "replays to run at once (default: the number of CPUs)")
+	f.StringVarP(&o.format, "format", "f", "table", "output format: "+strings.Join(report.FitFormats, ", "))
+	f.StringVarP(&o.out, "out", "o", "", "also write the JSON report to this `FILE`")
+	_ = cmd.RegisterFlagCompletionFunc("format", fixedCompletion(report.FitFormats...))
+	hideFlags(cmd, "touch", "check", "latency-sample", "stop-on-oom")
+	return cmd
+}
+
+func runAdvise(cmd *cobra.Command, e *env, o *adviseOptions, path string) error {
+	if !slices.Contains(report.FitFormats, o.format) {
+		return fmt.Errorf("unknown format %q (want one of %s)", o.format, strings.Join(report.FitFormats, ", "))
+	}
+	if path == "-" {
+		return fmt.Errorf("advise reads the trace onto a temporary tape and replays it many times: give a file, or save standard input to one")
+	}
+	if o.replay.allocatorsGiven && len(o.replay.allocators) != 1 {
+		return fmt.Errorf("advise takes one allocator (-a pytorch, -a bfc), got %d", len(o.replay.allocators))
+	}
+	if !o.replay.allocatorsGiven {
+		o.replay.allocators = []string{"bfc"} // unless the trace is a recording: openSearch
+	}
+	if err := checkOutputs([]string{path}, "", o.out); err != nil {
+		return err
+	}
+	for _, name := range o.replay.allocators {
+		if _, ok := search.AdvisedSettings[name]; !ok && o.replay.allocatorsGiven {
+			return fmt.Errorf("advise has no settings to try for %s; it advises pytorch and bfc", name)
+		}
+	}
+	s, err := openSearch(cmd, e, &o.replay, path, !o.strict, o.jobs)
+	if err != nil {
+		return err
+	}
+	defer s.tr.Close()
+	spec := s.specs[0]
+	if _, ok := search.AdvisedSettings[spec.Name]; !ok {
+		s.finish()
+		return fmt.Errorf("advise has no settings to try for %s; it advises pytorch and bfc", spec.Name)
+	}
+	adv, err := s.tr.Advise(cmd.Context(), spec)
+	s.finish()
+	if err != nil {
+		return err
+	}
+	rep := report.NewAdvise(s.name, path, s.tr.Capacity(), adv)
+	if o.out != "" {
+		if err := writeFileAtomic(o.out, func(w io.Writer) error { return report.RenderAdvise(w, rep, "json") }); err != nil {
+			return err
+		}
+	}
+	return report.RenderAdvise(cmd.OutOrStdout(), rep, o.format)
+}

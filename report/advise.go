@@ -1,0 +1,213 @@
+package report
+
+// The report of bfcsim advise: the settings with which an allocator needs
+// the smallest device, as the line to export.
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/bfcsim/bfcsim/search"
+)
+
+// AdviseVersion is the value of an advise report's "bfcsim_advise" key.
+const AdviseVersion = 1
+
+// Advise is bfcsim advise's report.
+type Advise struct {
+	Version   int    `json:"bfcsim_advise"`
+	Trace     string `json:"trace"`
+	Path      string `json:"path"`
+	Allocator string `json:"allocator"`
+	// DeviceCapacityBytes is the device searched on (a limit is set on it
+	// for an allocator that takes one).
+	DeviceCapacityBytes uint64 `json:"device_capacity_bytes"`
+	// Recorded are the recording's settings, as it ran them (following its
+	// segment decisions).
+	Recorded AdviseCandidate `json:"recorded"`
+	// RecordedModel are the same settings as the model decides them alone,
+	// as it decides every other candidate: what the savings compare with.
+	RecordedModel AdviseCandidate `json:"recorded_model"`
+	Best          AdviseBest      `json:"best"`
+	// SavedBytes is RecordedModel's smallest device less Best's.
+	SavedBytes int64             `json:"saved_bytes"`
+	Effects    []AdviseEffect    `json:"effects"`
+	Candidates []AdviseCandidate `json:"candidates"`
+	Notes      []string          `json:"notes"`
+}
+
+// AdviseCandidate is one combination of settings tried.
+type AdviseCandidate struct {
+	Settings map[string]string `json:"settings"`
+	// MinCapacityBytes is null when the candidate fits no device tried.
+	MinCapacityBytes  *uint64 `json:"min_capacity_bytes"`
+	PeakReservedBytes uint64  `json:"peak_reserved_bytes"`
+	Probes            int     `json:"probes"`
+}
+
+// AdviseBest is the best candidate, with the line that sets it.
+type AdviseBest struct {
+	Env string `json:"env"`
+	AdviseCandidate
+}
+
+// AdviseEffect is what one changed setting did alone.
+type AdviseEffect struct {
+	Setting          string  `json:"setting"`
+	From             string  `json:"from"`
+	To               string  `json:"to"`
+	MinCapacityBytes *uint64 `json:"min_capacity_bytes"`
+	SavedBytes       int64   `json:"saved_bytes"`
+}
+
+func newAdviseCandidate(c search.Candidate) AdviseCandidate {
+	out := AdviseCandidate{Settings: c.Settings, PeakReservedBytes: c.PeakReservedBytes, Probes: c.Fit.Probes}
+	if c.Fit.Fits {
+		v := c.Fit.MinCapacityBytes
+		out.MinCapacityBytes = &v
+	}
+	return out
+}
+
+// NewAdvise builds the report of advice for the trace at path.
+func NewAdvise(name, path string, device uint64, a search.Advice) Advise {
+	r := Advise{Version: AdviseVersion, Trace: name, Path: path, Allocator: a.Allocator, DeviceCapacityBytes: device,
+		Recorded: newAdviseCandidate(a.Recorded), RecordedModel: newAdviseCandidate(a.ModelRecorded),
+		Best:    AdviseBest{Env: search.Env(a.Allocator, a.Best.Settings), AdviseCandidate: newAdviseCandidate(a.Best)},
+		Effects: []AdviseEffect{}, Candidates: []AdviseCandidate{}, Notes: []string{}}
+	if a.Best.Fit.Fits && a.ModelRecorded.Fit.Fits {
+		r.SavedBytes = int64(a.ModelRecorded.Fit.MinCapacityBytes) - int64(a.Best.Fit.MinCapacityBytes)
+	}
+	for _, e := range a.Effects {
+		out := AdviseEffect{Setting: e.Key, From: e.From, To: e.To, SavedBytes: e.SavedBytes}
+		if e.Fits {
+			v := e.MinCapacityBytes
+			out.MinCapacityBytes = &v
+		}
+		r.Effects = append(r.Effects, out)
+	}
+	for _, c := range a.Candidates {
+		r.Candidates = append(r.Candidates, newAdviseCandidate(c))
+	}
+	if a.Allocator == "pytorch" && a.Best.Settings["garbage_collection_threshold"] != "0" {
+		r.Notes = append(r.Notes, "garbage_collection_threshold acts only under a memory limit: set one with torch.cuda.set_per_process_memory_fraction (the smallest device is such a limit)")
+	}
+	if a.Allocator == "pytorch" && a.Recorded.Fit.Fits && a.ModelRecorded.Fit.Fits &&
+		a.Recorded.Fit.MinCapacityBytes != a.ModelRecorded.Fit.MinCapacityBytes {
+		r.Notes = append(r.Notes, fmt.Sprintf("as recorded the settings need %s, as the model decides them from the start %s: the recording began with a layout its warm-up left, and the device placed its segments, which a what-if cannot know; every candidate is a what-if, and compares with the second",
+			Bytes(a.Recorded.Fit.MinCapacityBytes), Bytes(a.ModelRecorded.Fit.MinCapacityBytes)))
+	}
+	return r
+}
+
+// RenderAdvise writes a in the named format.
+func RenderAdvise(w io.Writer, a Advise, format string) error {
+	switch format {
+	case "table":
+		return WriteAdviseTable(w, a)
+	case "json":
+		return writeIndentedJSON(w, a)
+	}
+	return fmt.Errorf("unknown format %q (want one of %s)", format, strings.Join(FitFormats, ", "))
+}
+
+// sizeOrNone writes a candidate's smallest device.
+func sizeOrNone(v *uint64) string {
+	if v == nil {
+		return "fits no device tried"
+	}
+	return Bytes(*v)
+}
+
+// WriteAdviseTable writes the line to use, its saving, what each setting
+// changed, and every candidate tried.
+func WriteAdviseTable(w io.Writer, a Advise) error {
+	fmt.Fprintf(w, "%s: %s settings for the smallest device\n\n", a.Trace, a.Allocator)
+	fmt.Fprintf(w, "  %s\n\n", a.Best.Env)
+	fmt.Fprintf(w, "smallest device %s, peak %s without a limit", sizeOrNone(a.Best.MinCapacityBytes), Bytes(a.Best.PeakReservedBytes))
+	switch {
+	case a.SavedBytes > 0:
+		fmt.Fprintf(w, ": %s less than the recorded settings need (%s)\n", Bytes(uint64(a.SavedBytes)), sizeOrNone(a.RecordedModel.MinCapacityBytes))
+	case a.SavedBytes < 0:
+		fmt.Fprintf(w, ": %s more than the recorded settings need (%s)\n", Bytes(uint64(-a.SavedBytes)), sizeOrNone(a.RecordedModel.MinCapacityBytes))
+	default:
+		fmt.Fprintf(w, "; the recorded settings are as good (%s)\n", sizeOrNone(a.RecordedModel.MinCapacityBytes))
+	}
+	for _, e := range a.Effects {
+		change := "fits no device tried"
+		if e.MinCapacityBytes != nil {
+			switch {
+			case e.SavedBytes > 0:
+				change = fmt.Sprintf("%s (%s less)", Bytes(*e.MinCapacityBytes), Bytes(uint64(e.SavedBytes)))
+			case e.SavedBytes < 0:
+				change = fmt.Sprintf("%s (%s more)", Bytes(*e.MinCapacityBytes), Bytes(uint64(-e.SavedBytes)))
+			default:
+				change = Bytes(*e.MinCapacityBytes) + " (no change)"
+			}
+		}
+		fmt.Fprintf(w, "  %s %s → %s alone: %s\n", e.Setting, e.From, e.To, change)
+	}
+	for _, n := range a.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SMALLEST DEVICE\tPEAK (NO LIMIT)\tPROBES\tSETTINGS")
+	rows := slices.Clone(a.Candidates)
+	slices.SortStableFunc(rows, compareCandidates)
+	for _, c := range rows {
+		label := settingsLabel(c.Settings)
+		if equalSettings(c.Settings, a.Best.Settings) {
+			label += "  (best)"
+		}
+		if equalSettings(c.Settings, a.Recorded.Settings) {
+			label += "  (recorded, as it ran)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", sizeOrNone(c.MinCapacityBytes), Bytes(c.PeakReservedBytes), c.Probes, label)
+	}
+	return tw.Flush()
+}
+
+// compareCandidates orders candidates as advise ranks them: by smallest
+// device (those that fit no device last), then by peak without a limit.
+func compareCandidates(x, y AdviseCandidate) int {
+	switch {
+	case x.MinCapacityBytes == nil && y.MinCapacityBytes == nil:
+	case x.MinCapacityBytes == nil:
+		return 1
+	case y.MinCapacityBytes == nil:
+		return -1
+	case *x.MinCapacityBytes != *y.MinCapacityBytes:
+		return cmp.Compare(*x.MinCapacityBytes, *y.MinCapacityBytes)
+	}
+	return cmp.Compare(x.PeakReservedBytes, y.PeakReservedBytes)
+}
+
+func settingsLabel(s map[string]string) string {
+	keys := make([]string, 0, len(s))
+	for k := range s {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + s[k]
+	}
+	return strings.Join(parts, " ")
+}
+
+func equalSettings(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}

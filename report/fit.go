@@ -1,0 +1,300 @@
+package report
+
+// The report of bfcsim fit: the smallest device each allocator runs a
+// trace on, and what that means on the GPUs people have.
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/bfcsim/bfcsim/search"
+	"github.com/bfcsim/bfcsim/sim"
+)
+
+// FitVersion is the value of a fit report's "bfcsim_fit" key.
+const FitVersion = 1
+
+// FitFormats are the formats of fit's and advise's reports.
+var FitFormats = []string{"table", "json"}
+
+// GPUSizes are the memory sizes of common GPUs the fit report weighs the
+// answer against, in GiB: 16 (V100, T4), 24 (A10, L4, RTX 4090), 32
+// (V100 32GB, RTX 5090), 40 (A100 40GB), 48 (L40S, A6000), 80 (A100, H100),
+// 94 (H100 NVL) and 141 (H200).
+var GPUSizes = []uint64{16, 24, 32, 40, 48, 80, 94, 141}
+
+// Fit is bfcsim fit's report.
+type Fit struct {
+	Version int    `json:"bfcsim_fit"`
+	Trace   string `json:"trace"`
+	Path    string `json:"path"`
+	Events  int64  `json:"events"`
+	// DeviceCapacityBytes is the device the search ran on (a limit is set
+	// on it for an allocator that takes one).
+	DeviceCapacityBytes uint64      `json:"device_capacity_bytes"`
+	PeakLiveBytes       uint64      `json:"peak_live_bytes"`
+	Results             []FitResult `json:"results"`
+	// Max is --max, when given: the report says whether every allocator
+	// fits in it.
+	MaxBytes uint64 `json:"max_bytes,omitempty"`
+}
+
+// FitResult is one allocator's answer.
+type FitResult struct {
+	Allocator string         `json:"allocator"`
+	Options   map[string]any `json:"options"`
+	// OptionsFromRecording lists the options taken from the recording.
+	OptionsFromRecording []string `json:"options_from_recording,omitempty"`
+	// MinCapacityBytes is the smallest capacity with no failed allocation,
+	// to GranularityBytes; null when none up to MaxProbedBytes was.
+	MinCapacityBytes *uint64 `json:"min_capacity_bytes"`
+	GranularityBytes uint64  `json:"granularity_bytes"`
+	// Limit says what was varied: "memory_limit" (PyTorch's
+	// set_per_process_memory_fraction, on the device) or "capacity".
+	Limit          string `json:"limit"`
+	Probes         int    `json:"probes"`
+	MaxProbedBytes uint64 `json:"max_probed_bytes"`
+	// PeakReservedBytes is the allocator's peak without a limit.
+	PeakReservedBytes uint64 `json:"peak_reserved_bytes"`
+	// ScratchFailures counts the allocations that failed at the smallest
+	// capacity but that the program frees before allocating anything else
+	// (a library's workspace): tolerated, unless --strict.
+	ScratchFailures int64      `json:"scratch_failures"`
+	Decisions       *Decisions `json:"recorded_decisions,omitempty"`
+	Trials          []FitTrial `json:"trials"`
+	GPUs            []GPUFit   `json:"gpus"`
+}
+
+// FitTrial is one probe of the search.
+type FitTrial struct {
+	CapacityBytes     uint64 `json:"capacity_bytes"`
+	OK                bool   `json:"ok"`
+	Cancelled         bool   `json:"cancelled,omitempty"`
+	PeakReservedBytes uint64 `json:"peak_reserved_bytes"`
+	FailedEvent       *int64 `json:"failed_event"`
+}
+
+// GPUFit says whether the trace fits on a GPU of a common size.
+type GPUFit struct {
+	GiB  uint64 `json:"gib"`
+	Fits bool   `json:"fits"`
+	// HeadroomBytes is the GPU's memory less the smallest capacity;
+	// negative when it does not fit.
+	HeadroomBytes int64 `json:"headroom_bytes"`
+}
+
+// NewFit builds the report of a fit of the trace at path.
+func NewFit(name, path string, tr *search.Trace, results []search.FitResult) Fit {
+	f := Fit{Version: FitVersion, Trace: name, Path: path, Events: tr.Summary.Events,
+		PeakLiveBytes: tr.Summary.PeakLiveBytes, Results: []FitResult{}}
+	for i, r := range results {
+		out := FitResult{Allocator: r.Allocator, Options: r.Options, GranularityBytes: r.GranularityBytes,
+			Limit: "capacity", Probes: r.Probes, MaxProbedBytes: r.MaxProbedBytes,
+			PeakReservedBytes: r.PeakReservedBytes, ScratchFailures: r.ScratchFailures,
+			Decisions: newDecisions(r.Decisions), Trials: []FitTrial{}, GPUs: []GPUFit{}}
+		if i < len(tr.Unlimited) {
+			out.OptionsFromRecording = tr.Unlimited[i].OptionsFromRecording
+		}
+		if r.LimitOption != "" {
+			out.Limit = r.LimitOption
+		}
+		if r.Fits {
+			c := r.MinCapacityBytes
+			out.MinCapacityBytes = &c
+		}
+		for _, p := range r.Trials {
+			t := FitTrial{CapacityBytes: p.CapacityBytes, OK: p.OK, Cancelled: p.Cancelled, PeakReservedBytes: p.PeakReservedBytes}
+			if p.FailedEvent >= 0 && !p.Cancelled {
+				e := p.FailedEvent
+				t.FailedEvent = &e
+			}
+			out.Trials = append(out.Trials, t)
+		}
+		for _, g := range GPUSizes {
+			size := g << 30
+			gf := GPUFit{GiB: g}
+			if r.Fits {
+				gf.Fits = r.MinCapacityBytes <= size
+				gf.HeadroomBytes = int64(size) - int64(r.MinCapacityBytes)
+			}
+			out.GPUs = append(out.GPUs, gf)
+		}
+		f.Results = append(f.Results, out)
+	}
+	f.DeviceCapacityBytes = tr.Capacity()
+	return f
+}
+
+// Exceeds lists the allocators whose smallest capacity is above f.MaxBytes
+// (or that fit nowhere); none when MaxBytes is 0.
+func (f *Fit) Exceeds() []string {
+	if f.MaxBytes == 0 {
+		return nil
+	}
+	var out []string
+	for _, r := range f.Results {
+		if r.MinCapacityBytes == nil || *r.MinCapacityBytes > f.MaxBytes {
+			out = append(out, r.Allocator)
+		}
+	}
+	return out
+}
+
+// RenderFit writes f in the named format.
+func RenderFit(w io.Writer, f Fit, format string) error {
+	switch format {
+	case "table":
+		return WriteFitTable(w, f)
+	case "json":
+		return writeIndentedJSON(w, f)
+	}
+	return fmt.Errorf("unknown format %q (want one of %s)", format, strings.Join(FitFormats, ", "))
+}
+
+// WriteFitTable writes the answer per allocator, the settings it used,
+// and a line per common GPU size.
+func WriteFitTable(w io.Writer, f Fit) error {
+	fmt.Fprintf(w, "%s: %s, peak live %s; the smallest device on which every allocation is served\n",
+		f.Trace, plural(f.Events, "event"), Bytes(f.PeakLiveBytes))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ALLOCATOR\tFITS IN\tBYTES\tAS\tPEAK RESERVED (NO LIMIT)\tPROBES")
+	for i := range f.Results {
+		r := &f.Results[i]
+		fitsIn, exact := "nowhere", fmt.Sprintf("> %s tried", Count(int64(r.MaxProbedBytes)))
+		if r.MinCapacityBytes != nil {
+			fitsIn, exact = Bytes(*r.MinCapacityBytes), Count(int64(*r.MinCapacityBytes))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", r.Allocator, fitsIn, exact, fitLimitName(r, f.DeviceCapacityBytes),
+			Bytes(r.PeakReservedBytes), r.Probes)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for i := range f.Results {
+		r := &f.Results[i]
+		fmt.Fprintf(w, "  %s: %s\n", r.Allocator, fitSettings(r))
+		if n := notesOfDecisions(r.Allocator, r.Decisions); n != "" {
+			fmt.Fprintf(w, "  %s\n", n)
+		}
+		if r.ScratchFailures > 0 {
+			fmt.Fprintf(w, "  %s: at that size %s that the program frees before allocating anything else failed (a library's workspace, which PyTorch's cuDNN retries with another algorithm); --strict counts them\n",
+				r.Allocator, plural(r.ScratchFailures, "allocation"))
+		}
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	heads := []string{"GPU"}
+	for _, r := range f.Results {
+		heads = append(heads, strings.ToUpper(r.Allocator))
+	}
+	fmt.Fprintln(tw, strings.Join(heads, "\t"))
+	for gi, g := range GPUSizes {
+		cells := []string{fmt.Sprintf("%d GiB", g)}
+		for _, r := range f.Results {
+			gf := r.GPUs[gi]
+			switch {
+			case r.MinCapacityBytes == nil:
+				cells = append(cells, "does not fit")
+			case gf.Fits:
+				cells = append(cells, "fits, "+Bytes(uint64(gf.HeadroomBytes))+" to spare")
+			default:
+				cells = append(cells, "does not fit, "+Bytes(uint64(-gf.HeadroomBytes))+" short")
+			}
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if f.MaxBytes > 0 {
+		if over := f.Exceeds(); len(over) > 0 {
+			fmt.Fprintf(w, "\n--max %s: %s does not fit\n", Bytes(f.MaxBytes), strings.Join(over, ", "))
+		} else {
+			fmt.Fprintf(w, "\n--max %s: every allocator fits\n", Bytes(f.MaxBytes))
+		}
+	}
+	return nil
+}
+
+// fitLimitName says what a result's capacity is: PyTorch's memory limit
+// on the device, or the device's capacity; and its step.
+func fitLimitName(r *FitResult, device uint64) string {
+	step := Bytes(r.GranularityBytes)
+	if r.Limit == "capacity" {
+		return "device capacity (" + step + " steps)"
+	}
+	return fmt.Sprintf("%s on a %s device (%s steps)", r.Limit, Bytes(device), step)
+}
+
+// fitSettings lists a result's options, those from the recording marked.
+func fitSettings(r *FitResult) string {
+	keys := slices.Sorted(maps.Keys(r.Options))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if k == "segments" {
+			continue
+		}
+		v := fmt.Sprintf("%s=%v", k, r.Options[k])
+		if slices.Contains(r.OptionsFromRecording, k) {
+			v += " (recorded)"
+		}
+		parts = append(parts, v)
+	}
+	if len(parts) == 0 {
+		return "no options"
+	}
+	return strings.Join(parts, " ")
+}
+
+// Decisions is what an allocator did with a recording's segment
+// decisions (report.json's recorded_decisions).
+type Decisions struct {
+	Mode          string   `json:"mode"`
+	Outcome       string   `json:"outcome"`
+	Reason        string   `json:"reason,omitempty"`
+	Followed      int64    `json:"followed_calls"`
+	DivergedEvent *int64   `json:"diverged_at_event,omitempty"`
+	DivergedLine  *int64   `json:"diverged_at_line,omitempty"`
+	WhatIf        []string `json:"what_if,omitempty"`
+}
+
+func newDecisions(d *sim.Decisions) *Decisions {
+	if d == nil {
+		return nil
+	}
+	out := &Decisions{Mode: d.Mode, Outcome: d.Outcome, Reason: d.Reason, Followed: d.Followed, WhatIf: d.WhatIf}
+	if d.DivergedEvent >= 0 {
+		e, l := d.DivergedEvent, d.DivergedLine
+		out.DivergedEvent, out.DivergedLine = &e, &l
+	}
+	return out
+}
+
+// notesOfDecisions says in a line what an allocator did with the
+// recording's decisions, or "" when there were none.
+func notesOfDecisions(allocator string, d *Decisions) string {
+	if d == nil {
+		return ""
+	}
+	switch d.Outcome {
+	case "followed":
+		return fmt.Sprintf("%s: made each of the recording's %s segment decisions itself, where the device had placed them",
+			allocator, Count(d.Followed))
+	case "diverged":
+		at := ""
+		if d.DivergedEvent != nil {
+			at = fmt.Sprintf(" at event %s (line %s)", Count(*d.DivergedEvent), Count(*d.DivergedLine))
+		}
+		return fmt.Sprintf("%s: followed the recording's segment decisions (%s) up to the first it did not make itself%s, then decided alone: %s",
+			allocator, Count(d.Followed), at, d.Reason)
+	case "model":
+		return fmt.Sprintf("%s: decided every segment itself, from the start (%s)", allocator, d.Reason)
+	case "adopted":
+		return fmt.Sprintf("%s: adopted every recorded segment as it was (segments=recorded)", allocator)
+	}
+	return ""
+}
