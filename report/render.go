@@ -127,7 +127,10 @@ func recordingNotes(tr *Trace) []string {
 			continue // not the recorded allocator: its addresses are its own
 		}
 		var parts []string
-		if m := r.RecordedAddressMatch; m != nil {
+		whatIf := r.RecordedDecisions != nil && r.RecordedDecisions.Outcome == "model"
+		if m := r.RecordedAddressMatch; m != nil && !whatIf {
+			// (A what-if puts its segments where the device model does:
+			// its addresses are its own.)
 			parts = append(parts, fmt.Sprintf("%s of %s recorded addresses", Count(m.Matched), Count(m.Checked)))
 		}
 		if m := r.RecordedBlockMatch; m != nil {
@@ -142,6 +145,9 @@ func recordingNotes(tr *Trace) []string {
 				list = strings.Join(parts[:len(parts)-1], ", ") + " and " + list
 			}
 			notes = append(notes, fmt.Sprintf("%s: reproduced %s", r.Allocator, list))
+		}
+		if n := notesOfDecisions(r.Allocator, r.RecordedDecisions); n != "" {
+			notes = append(notes, n)
 		}
 		if peak, end, ok := recordedInUse(tr); ok && r.Allocator == recordedAllocator(tr) {
 			notes = append(notes, fmt.Sprintf("%s: %s in use at the peak and %s at the end, where the recording had %s and %s",

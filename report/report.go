@@ -92,10 +92,14 @@ type Result struct {
 	RecordedBlockMatch *AddressMatch `json:"recorded_block_match,omitempty"`
 	// RecordedOOMMatch counts the allocations the recorded program failed
 	// (checked) and those the allocator failed too (matched).
-	RecordedOOMMatch *AddressMatch    `json:"recorded_oom_match,omitempty"`
-	AllocatorStats   map[string]int64 `json:"allocator_stats"`
-	SpaceOptions     map[string]any   `json:"space_options"`
-	OOM              *OOMDiagnostics  `json:"oom_diagnostics,omitempty"`
+	RecordedOOMMatch *AddressMatch `json:"recorded_oom_match,omitempty"`
+	// RecordedDecisions says what the allocator did with the segment
+	// decisions the recording carries: followed them to the end, up to an
+	// event and why, or decided alone from the start (a what-if).
+	RecordedDecisions *Decisions       `json:"recorded_decisions,omitempty"`
+	AllocatorStats    map[string]int64 `json:"allocator_stats"`
+	SpaceOptions      map[string]any   `json:"space_options"`
+	OOM               *OOMDiagnostics  `json:"oom_diagnostics,omitempty"`
 	// Series are what plots are drawn from; they are not part of report.json.
 	Series *Series `json:"-"`
 }
@@ -304,6 +308,7 @@ func buildResult(r *sim.Result, lowerBound uint64) Result {
 		out.RecordedOOMMatch = &AddressMatch{Checked: r.RecordedOOMs, Matched: r.OOMsMatched}
 	}
 	out.OptionsFromRecording = r.OptionsFromRecording
+	out.RecordedDecisions = newDecisions(r.Decisions)
 	if r.OOMSnapshot != nil {
 		out.OOM = NewOOMDiagnostics(r.OOMSnapshot)
 	}

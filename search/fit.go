@@ -51,24 +51,27 @@ type FitResult struct {
 //
 //  1. The replay without a limit (Load's) bounds it: no allocator can run
 //     on less than the peak of live bytes (a capacity just below it fails
-//     unprobed), and the replay's own peak of reserved bytes is enough
-//     (probed, as a limit can change what an allocator does before it is
-//     reached: PyTorch checks a whole segment's size against it, and its
-//     garbage collection works towards a fraction of it). If that fails,
-//     capacities twice as large are tried, up to the largest a space holds.
-//  2. Probes run on every worker at once, each a replay that stops at its
-//     first failed allocation: the first round asks whether the peak less
-//     one step already fails, the others split the interval between the
-//     largest failing and the smallest succeeding capacity evenly. A
-//     succeeding probe that reserved less than its capacity proposes its
-//     own peak next. A probe that an answer makes moot (a larger capacity
-//     once a smaller one succeeds, or the reverse) is cancelled.
-//  3. It ends when the two are one step apart: the answer is the smallest
-//     succeeding capacity.
+//     unprobed), and the replay's own peak of reserved bytes is taken to
+//     be enough. That is probed only if nothing below it succeeds, as a
+//     limit can change what an allocator does before it is reached
+//     (PyTorch checks a whole segment's size against it, and its garbage
+//     collection works towards a fraction of it); if it fails, the search
+//     climbs above it. A replay that fails on the whole device is tried
+//     on devices twice as large, up to the largest a space holds.
+//  2. Rounds of probesPerRound probes run on the workers at once, each a
+//     replay that stops at its first fatal failure. The first round asks
+//     whether the peak less one step already fails; every round splits
+//     the interval between the largest failing and the smallest
+//     succeeding capacity evenly, and a succeeding probe that reserved
+//     less than it was allowed proposes its own peak for the next. A
+//     round takes the smallest capacity that succeeded as the new upper
+//     end and the largest below it that failed as the lower.
+//  3. It ends when the two are one step apart: the answer is the upper.
 //
 // The search assumes that a replay that succeeds on a device succeeds on
 // any larger one. Caching allocators need not behave so; the trials list
-// every capacity tried.
+// every capacity tried, and the capacities depend only on the answers, so
+// the same trace gives the same answer on any machine.
 func (t *Trace) Fit(ctx context.Context) ([]FitResult, error) {
 	out := make([]FitResult, len(t.Unlimited))
 	for i := range t.Unlimited {
@@ -130,17 +133,23 @@ func (t *Trace) search(ctx context.Context, spec sim.AllocatorSpec, u sim.Result
 			return res, nil
 		}
 	case f.LimitOption != "" || u.PeakReservedBytes < device:
-		// The peak without a limit, as a limit.
-		s.hi = alignUp(max(u.PeakReservedBytes, 1), gran)
-		if err := s.confirm(ctx); err != nil {
-			return FitResult{}, err
-		}
+		// The peak without a limit, as a limit: taken to succeed until a
+		// probe below it does, or it is probed at the end.
+		s.hi, s.tentative, res.Fits = alignUp(max(u.PeakReservedBytes, 1), gran), true, true
 	default:
 		s.hi, s.best = device, unlimited
 		res.Fits = true
 	}
 	if err := s.narrow(ctx); err != nil {
 		return FitResult{}, err
+	}
+	for s.tentative {
+		if err := s.confirm(ctx); err != nil {
+			return FitResult{}, err
+		}
+		if err := s.narrow(ctx); err != nil {
+			return FitResult{}, err
+		}
 	}
 	res.MinCapacityBytes = s.hi
 	res.ScratchFailures, res.Decisions = s.best.ScratchFailures, s.best.Decisions
@@ -159,7 +168,10 @@ type bisection struct {
 	gran   uint64
 	lo, hi uint64
 	best   Probe
-	res    *FitResult
+	// tentative says hi has not been probed: it is the peak without a
+	// limit, which a limit need not leave enough (confirm).
+	tentative bool
+	res       *FitResult
 	// next is a capacity a succeeding probe proposed, or 0.
 	next uint64
 	mu   sync.Mutex // guards res.Trials, added to by concurrent probes
@@ -188,6 +200,7 @@ func (s *bisection) grow(ctx context.Context, from uint64) error {
 // confirm probes hi, the peak without a limit, and looks above it if it
 // fails.
 func (s *bisection) confirm(ctx context.Context) error {
+	s.tentative = false
 	p, err := s.run(ctx, s.hi)
 	if err != nil {
 		return err
@@ -196,6 +209,7 @@ func (s *bisection) confirm(ctx context.Context) error {
 		s.best, s.res.Fits = p, true
 		return nil
 	}
+	s.res.Fits = false
 	// A limit made the allocator fail below where it reached without one
 	// (PyTorch checks a whole request against its limit): step up.
 	s.lo = s.hi
@@ -305,7 +319,7 @@ func (s *bisection) round(ctx context.Context, points []uint64) error {
 	}
 	for i, p := range probes {
 		if p != nil && p.OK {
-			s.hi, s.best = points[i], *p
+			s.hi, s.best, s.tentative = points[i], *p, false
 			s.propose(*p)
 			break
 		}

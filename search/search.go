@@ -32,7 +32,7 @@ type Trace struct {
 // Options say how a search replays.
 type Options struct {
 	// Space is the device each replay runs on; a zero Capacity is the
-	// trace's (Setup.Capacity).
+	// trace's (Setup.Capacity), an empty Kind a virtual device.
 	Space allocators.SpaceConfig
 	// Workers is how many replays run at once; 0 is one per CPU.
 	Workers int
@@ -69,6 +69,9 @@ type Summarizer interface {
 func Load(ctx context.Context, src sim.Source, setup sim.Setup, specs []sim.AllocatorSpec, opt Options) (*Trace, error) {
 	t := &Trace{Setup: setup, tape: newTape(opt.TempDir), opt: opt, specs: specs}
 	t.opt.Space.Capacity = setup.Capacity(opt.Space.Capacity)
+	if t.opt.Space.Kind == "" {
+		t.opt.Space.Kind = "virtual"
+	}
 	rec := &recorder{src: src, t: t.tape}
 	cfg := t.config(specs)
 	cfg.Probe = true
@@ -96,6 +99,17 @@ func Load(ctx context.Context, src sim.Source, setup sim.Setup, specs []sim.Allo
 		return t, nil
 	}
 	res, err := sim.Replay(ctx, rec, cfg)
+	if err == nil {
+		// A replay that failed stopped reading: the tape takes the rest.
+		for rec.Next() {
+			if rec.t.events%(1<<16) == 0 && ctx.Err() != nil {
+				break
+			}
+		}
+		if err = ctx.Err(); err == nil {
+			err = rec.Err()
+		}
+	}
 	if err == nil {
 		err = t.tape.finish()
 	}

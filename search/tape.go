@@ -1,11 +1,9 @@
 package search
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"sync"
@@ -21,17 +19,22 @@ import (
 // Each event is a few bytes: its op and flags in one byte, its line as a
 // signed varint from the line before, then the fields its op uses as
 // varints (an alloc's slot, size, alignment and, when the trace has them,
-// stream, recorded address and block; a free's slot and size; a mark's
-// name). IDs, tags and times are not kept: nothing a search replays needs
-// them. The first tapeMemory bytes are held in memory; the rest go to a
-// temporary file, so that memory stays flat however long the trace (a
-// 100-million-event recording is a file of about a gigabyte). Any number of
-// readers may read a finished tape at once.
+// stream, recorded address and block; a free's slot and size; a reserve's
+// or release's address, size and stream; a mark's name). IDs, tags and
+// times are not kept: nothing a search replays needs them. Events are
+// written in chunks of about tapeChunk bytes, each holding whole events,
+// so that a reader decodes a chunk in one tight loop. The first tapeMemory
+// bytes of chunks stay in memory; the rest go to a temporary file, so that
+// memory stays flat however long the trace (100 million events make a file
+// of about a gigabyte). Any number of readers may read a finished tape at
+// once.
 type tape struct {
-	mem    []byte
-	file   *os.File      // the bytes past mem, once mem is full
-	w      *bufio.Writer // writes file
-	fileN  int64         // bytes written to file
+	chunks [][]byte // in memory, in order
+	cur    []byte   // the chunk being written
+	memN   int64    // bytes in chunks
+	file   *os.File // the chunks past memory, once it is full
+	spans  []span   // where each chunk of file lies
+	fileN  int64    // bytes written to file
 	events int64
 	line   int64 // the line of the last event written
 	dir    string
@@ -40,9 +43,22 @@ type tape struct {
 	closeOnce sync.Once
 }
 
+// span is a chunk's place in the tape's file.
+type span struct{ off, n int64 }
+
+const (
+	// tapeChunk is the size of a chunk: large enough that moving from one
+	// to the next costs nothing per event, small enough to read from the
+	// file into a buffer a reader reuses.
+	tapeChunk = 256 << 10
+	// maxEventBytes bounds one event's encoding but for a mark's name.
+	maxEventBytes = 1 + 7*binary.MaxVarintLen64
+)
+
 // tapeMemory is how much of a tape stays in memory: 64 MiB, a few million
 // events, so that the traces most searches see never touch the disk.
-const tapeMemory = 64 << 20
+// Tests lower it.
+var tapeMemory int64 = 64 << 20
 
 func newTape(dir string) *tape { return &tape{dir: dir} }
 
@@ -52,8 +68,14 @@ func (t *tape) append(ev *trace.Event) {
 	if t.err != nil {
 		return
 	}
-	var buf [96]byte
-	b := buf[:0]
+	need := maxEventBytes
+	if ev.Op == trace.OpMark {
+		need += len(ev.Name)
+	}
+	if len(t.cur)+need > cap(t.cur) {
+		t.flush(need)
+	}
+	b := t.cur
 	b = append(b, byte(ev.Op)|ev.Flags<<3)
 	b = binary.AppendVarint(b, ev.Line-t.line)
 	t.line = ev.Line
@@ -82,87 +104,115 @@ func (t *tape) append(ev *trace.Event) {
 		}
 	case trace.OpMark:
 		b = binary.AppendUvarint(b, uint64(len(ev.Name)))
-		t.write(b)
-		t.write([]byte(ev.Name))
-		t.events++
-		return
+		b = append(b, ev.Name...)
 	}
-	t.write(b)
+	t.cur = b
 	t.events++
 }
 
-func (t *tape) write(b []byte) {
-	if t.file == nil {
-		if len(t.mem)+len(b) <= tapeMemory {
-			t.mem = append(t.mem, b...)
-			return
+// flush ends the current chunk, keeping it in memory or writing it to the
+// file, and starts one with room for at least need bytes.
+func (t *tape) flush(need int) {
+	if len(t.cur) > 0 {
+		switch {
+		case t.file == nil && t.memN+int64(len(t.cur)) <= tapeMemory:
+			t.chunks = append(t.chunks, t.cur)
+			t.memN += int64(len(t.cur))
+		default:
+			if t.file == nil {
+				f, err := os.CreateTemp(t.dir, "bfcsim-tape-*")
+				if err != nil {
+					t.err = fmt.Errorf("a temporary file for the trace's events: %w", err)
+					return
+				}
+				// Unlinked at once where the system allows: nothing is
+				// left behind, whatever ends the process.
+				_ = os.Remove(f.Name())
+				t.file = f
+			}
+			if _, err := t.file.Write(t.cur); err != nil {
+				t.err = fmt.Errorf("writing the trace's events to a temporary file: %w", err)
+				return
+			}
+			t.spans = append(t.spans, span{t.fileN, int64(len(t.cur))})
+			t.fileN += int64(len(t.cur))
+			t.cur = t.cur[:0] // written out: the buffer is free again
+			if cap(t.cur) >= need {
+				return
+			}
 		}
-		f, err := os.CreateTemp(t.dir, "bfcsim-tape-*")
-		if err != nil {
-			t.err = fmt.Errorf("a temporary file for the trace's events: %w", err)
-			return
-		}
-		// Unlinked at once where the system allows: nothing is left
-		// behind, whatever ends the process.
-		_ = os.Remove(f.Name())
-		t.file, t.w = f, bufio.NewWriterSize(f, 1<<20)
 	}
-	n, err := t.w.Write(b)
-	t.fileN += int64(n)
-	if err != nil {
-		t.err = fmt.Errorf("writing the trace's events to a temporary file: %w", err)
-	}
+	t.cur = make([]byte, 0, max(tapeChunk, need))
 }
 
 // finish ends the writing; the tape can be read after it.
 func (t *tape) finish() error {
-	if t.err == nil && t.w != nil {
-		if err := t.w.Flush(); err != nil {
-			t.err = fmt.Errorf("writing the trace's events to a temporary file: %w", err)
-		}
+	if t.err == nil && len(t.cur) > 0 {
+		t.flush(0)
 	}
+	t.cur = nil
 	return t.err
 }
 
-// close lets the tape's file go.
+// close lets the tape's memory and file go.
 func (t *tape) close() {
 	t.closeOnce.Do(func() {
 		if t.file != nil {
 			t.file.Close()
 		}
-		t.mem = nil
+		t.chunks = nil
 	})
 }
 
 // reader returns a new reader of the whole tape, a sim.Source.
-func (t *tape) reader() *tapeReader {
-	r := &tapeReader{mem: t.mem}
-	if t.file != nil {
-		r.file = bufio.NewReaderSize(io.NewSectionReader(t.file, 0, t.fileN), 256<<10)
-	}
-	return r
-}
+func (t *tape) reader() *tapeReader { return &tapeReader{t: t} }
 
 // tapeReader reads a tape's events in order.
 type tapeReader struct {
-	mem  []byte
-	file *bufio.Reader // after mem
-	ev   trace.Event
-	line int64
-	err  error
+	t     *tape
+	chunk int    // the next chunk to read: memory's, then the file's
+	buf   []byte // the rest of the current chunk
+	fbuf  []byte // a chunk read from the file
+	ev    trace.Event
+	line  int64
+	err   error
 }
 
 var errTapeCorrupt = errors.New("the trace's temporary copy is corrupt")
 
-// Next reads the next event.
-func (r *tapeReader) Next() bool {
-	if r.err != nil {
+// next makes buf the next chunk's bytes; false at the tape's end.
+func (r *tapeReader) next() bool {
+	t := r.t
+	switch {
+	case r.chunk < len(t.chunks):
+		r.buf = t.chunks[r.chunk]
+	case r.chunk-len(t.chunks) < len(t.spans):
+		s := t.spans[r.chunk-len(t.chunks)]
+		if int64(cap(r.fbuf)) < s.n {
+			r.fbuf = make([]byte, s.n)
+		}
+		r.fbuf = r.fbuf[:s.n]
+		if _, err := t.file.ReadAt(r.fbuf, s.off); err != nil {
+			r.err = fmt.Errorf("reading the trace's events back from a temporary file: %w", err)
+			return false
+		}
+		r.buf = r.fbuf
+	default:
 		return false
 	}
-	if err := r.decode(&r.ev); err != nil {
-		if err != io.EOF {
-			r.err = err
+	r.chunk++
+	return true
+}
+
+// Next reads the next event.
+func (r *tapeReader) Next() bool {
+	for len(r.buf) == 0 {
+		if r.err != nil || !r.next() {
+			return false
 		}
+	}
+	if err := r.decode(&r.ev); err != nil {
+		r.err = err
 		return false
 	}
 	return true
@@ -176,135 +226,94 @@ func (r *tapeReader) Err() error { return r.err }
 
 // NextBatch appends events up to dst's capacity (sim.BatchSource).
 func (r *tapeReader) NextBatch(dst []trace.Event) []trace.Event {
-	for len(dst) < cap(dst) && r.err == nil {
+	for len(dst) < cap(dst) {
+		if len(r.buf) == 0 {
+			if r.err != nil || !r.next() {
+				break
+			}
+			continue
+		}
 		dst = dst[:len(dst)+1]
 		if err := r.decode(&dst[len(dst)-1]); err != nil {
-			dst = dst[:len(dst)-1]
-			if err != io.EOF {
-				r.err = err
-			}
-			break
+			r.err = err
+			return dst[:len(dst)-1]
 		}
 	}
 	return dst
 }
 
-func (r *tapeReader) byte() (byte, error) {
-	if len(r.mem) > 0 {
-		c := r.mem[0]
-		r.mem = r.mem[1:]
-		return c, nil
+// uvarint reads a varint from the front of buf.
+func (r *tapeReader) uvarint() uint64 {
+	b := r.buf
+	if len(b) > 0 && b[0] < 0x80 {
+		r.buf = b[1:]
+		return uint64(b[0])
 	}
-	if r.file == nil {
-		return 0, io.EOF
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		r.err = errTapeCorrupt
+		r.buf = nil
+		return 0
 	}
-	return r.file.ReadByte()
+	r.buf = b[n:]
+	return v
 }
 
-// ReadByte makes the reader an io.ByteReader for binary's varints.
-func (r *tapeReader) ReadByte() (byte, error) { return r.byte() }
-
-func (r *tapeReader) uvarint() (uint64, error) {
-	if len(r.mem) > 0 {
-		if v, n := binary.Uvarint(r.mem); n > 0 {
-			r.mem = r.mem[n:]
-			return v, nil
-		}
-	}
-	v, err := binary.ReadUvarint(r)
-	if err == io.EOF {
-		err = errTapeCorrupt
-	}
-	return v, err
+func (r *tapeReader) varint() int64 {
+	u := r.uvarint()
+	return int64(u>>1) ^ -int64(u&1)
 }
 
-func (r *tapeReader) varint() (int64, error) {
-	u, err := r.uvarint()
-	return int64(u>>1) ^ -int64(u&1), err
-}
-
-// decode reads one event into ev; io.EOF at the tape's clean end.
+// decode reads the event at the front of buf into ev.
 func (r *tapeReader) decode(ev *trace.Event) error {
-	head, err := r.byte()
-	if err != nil {
-		return err // io.EOF: the end
-	}
+	head := r.buf[0]
+	r.buf = r.buf[1:]
 	*ev = trace.Event{Op: trace.Op(head & 7), Flags: head >> 3}
-	d, err := r.varint()
-	if err != nil {
-		return err
-	}
-	r.line += d
+	r.line += r.varint()
 	ev.Line = r.line
-	var v [3]uint64
 	switch ev.Op {
 	case trace.OpAlloc:
-		for i := range v {
-			if v[i], err = r.uvarint(); err != nil {
-				return err
-			}
-		}
-		if v[0] > math.MaxUint32 {
+		slot := r.uvarint()
+		ev.Size = r.uvarint()
+		ev.Align = r.uvarint()
+		if slot > math.MaxUint32 {
 			return errTapeCorrupt
 		}
-		ev.Slot, ev.Size, ev.Align = uint32(v[0]), v[1], v[2]
+		ev.Slot = uint32(slot)
 		if ev.Flags&trace.HasStream != 0 {
-			if ev.Stream, err = r.varint(); err != nil {
-				return err
-			}
+			ev.Stream = r.varint()
 		}
 		if ev.Flags&trace.HasAddr != 0 {
-			if ev.Addr, err = r.uvarint(); err != nil {
-				return err
-			}
+			ev.Addr = r.uvarint()
 		}
 		if ev.Flags&trace.HasBlock != 0 {
-			if ev.Block, err = r.uvarint(); err != nil {
-				return err
-			}
+			ev.Block = r.uvarint()
 		}
 	case trace.OpFree:
-		for i := range 2 {
-			if v[i], err = r.uvarint(); err != nil {
-				return err
-			}
-		}
-		if v[0] > math.MaxUint32 {
+		slot := r.uvarint()
+		ev.Size = r.uvarint()
+		if slot > math.MaxUint32 {
 			return errTapeCorrupt
 		}
-		ev.Slot, ev.Size = uint32(v[0]), v[1]
+		ev.Slot = uint32(slot)
 	case trace.OpReserve, trace.OpRelease:
-		for i := range 2 {
-			if v[i], err = r.uvarint(); err != nil {
-				return err
-			}
-		}
-		ev.Addr, ev.Size = v[0], v[1]
+		ev.Addr = r.uvarint()
+		ev.Size = r.uvarint()
 		if ev.Flags&trace.HasStream != 0 {
-			if ev.Stream, err = r.varint(); err != nil {
-				return err
-			}
+			ev.Stream = r.varint()
 		}
 	case trace.OpMark:
-		n, err := r.uvarint()
-		if err != nil {
-			return err
-		}
-		if n > 1<<20 {
+		n := r.uvarint()
+		if n > uint64(len(r.buf)) {
 			return errTapeCorrupt
 		}
-		name := make([]byte, n)
-		for i := range name {
-			if name[i], err = r.byte(); err != nil {
-				return errTapeCorrupt
-			}
-		}
-		ev.Name = string(name)
+		ev.Name = string(r.buf[:n])
+		r.buf = r.buf[n:]
 	case trace.OpStep:
 	default:
 		return errTapeCorrupt
 	}
-	return nil
+	return r.err
 }
 
 // recorder is a sim.Source that reads another and writes every event it

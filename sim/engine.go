@@ -186,17 +186,23 @@ func Replay(ctx context.Context, src Source, cfg Config) ([]Result, error) {
 	}
 	chans := make([]chan *batch, len(runners))
 	var wg sync.WaitGroup
+	var running atomic.Int64 // runners not stopped at an out-of-memory
+	running.Store(int64(len(runners)))
 	for i, r := range runners {
 		ch := make(chan *batch, cap(pool))
 		chans[i] = ch
 		wg.Go(func() {
-			failed := false
+			failed, stopped := false, false
 			for b := range ch {
 				if !failed && ctx.Err() == nil {
 					if err := r.apply(b.events, b.first); err != nil {
 						failed = true
 						cancel(fmt.Errorf("%s: %w", r.name, err))
 					}
+				}
+				if r.result.Stopped && !stopped {
+					stopped = true
+					running.Add(-1)
 				}
 				if b.refs.Add(-1) == 0 {
 					b.lent.Return()
@@ -212,10 +218,12 @@ func Replay(ctx context.Context, src Source, cfg Config) ([]Result, error) {
 		})
 	}
 
-	// The producer runs here, on the caller's goroutine.
+	// The producer runs here, on the caller's goroutine. A probe reads no
+	// further once every allocator has stopped: its answer is known, and
+	// the trace was checked when it was first read.
 	var index int64
 	more := true
-	for more && ctx.Err() == nil {
+	for more && ctx.Err() == nil && (!cfg.Probe || running.Load() > 0) {
 		var b *batch
 		select {
 		case b = <-pool:
