@@ -90,7 +90,7 @@ func sweepPlotData(s *Sweep, g SweepGroup, m *sweepMetric) sweepPlot {
 		}
 		for p := range points {
 			xs[p] = float64(p)
-			label := strings.Join(info.pointValues(p), ", ")
+			label := strings.Join(info.PointValues(p), ", ")
 			if label == "" {
 				label = "(no grid)"
 			}

@@ -14,101 +14,18 @@ import (
 	"gonum.org/v1/plot/plotter"
 
 	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/search"
 	"github.com/bfcsim/bfcsim/sim"
 	"github.com/bfcsim/bfcsim/trace"
 )
 
-func TestParseSweepAxis(t *testing.T) {
-	ax, err := ParseSweepAxis("bfc.memory_limit=128MiB,1GiB")
-	require.NoError(t, err)
-	assert.Equal(t, SweepAxis{Name: "bfc.memory_limit", Values: []string{"128MiB", "1GiB"}}, ax)
-	ax, err = ParseSweepAxis("aligned.base.allow_growth=false")
-	require.NoError(t, err)
-	assert.Equal(t, SweepAxis{Name: "aligned.base.allow_growth", Values: []string{"false"}}, ax)
-
-	for in, msg := range map[string]string{
-		"bfc.allow_growth":         "want NAME.KEY=V1,V2,...",
-		"allow_growth=true,false":  "want NAME.KEY=V1,V2,...",
-		".allow_growth=true":       "want NAME.KEY=V1,V2,...",
-		"bfc.=true":                "want NAME.KEY=V1,V2,...",
-		"bfc.allow_growth=":        "no values after '='",
-		"bfc.allow_growth=true,":   "value 2 is empty",
-		"bfc.allow_growth=,true":   "value 1 is empty",
-		"bfc.allow_growth=true,,x": "value 2 is empty",
-		"bfc.allow_growth=1,2,1":   "1 is listed twice",
-	} {
-		_, err := ParseSweepAxis(in)
-		if assert.Error(t, err, in) {
-			assert.Contains(t, err.Error(), msg, in)
-		}
-	}
-}
-
-func TestSweepPoints(t *testing.T) {
-	info := SweepInfo{
-		Paths: []string{"a.jsonl", "b.jsonl"},
-		Axes: []SweepAxis{
-			{Name: "bfc.allow_growth", Values: []string{"true", "false"}},
-			{Name: "bfc.fragmentation_fraction", Values: []string{"0", "0.01", "0.1"}},
-		},
-	}
-	require.Equal(t, 6, info.Points())
-	// Row-major: the last axis varies fastest.
-	var got []string
-	for p := range info.Points() {
-		got = append(got, info.PointLabel(info.Point(p)))
-	}
-	assert.Equal(t, []string{
-		"bfc.allow_growth=true bfc.fragmentation_fraction=0",
-		"bfc.allow_growth=true bfc.fragmentation_fraction=0.01",
-		"bfc.allow_growth=true bfc.fragmentation_fraction=0.1",
-		"bfc.allow_growth=false bfc.fragmentation_fraction=0",
-		"bfc.allow_growth=false bfc.fragmentation_fraction=0.01",
-		"bfc.allow_growth=false bfc.fragmentation_fraction=0.1",
-	}, got)
-	assert.Equal(t, []string{"bfc.allow_growth=false", "bfc.fragmentation_fraction=0.01"}, info.PointSets(4))
-	tr, p := info.JobOf(7)
-	assert.Equal(t, [2]int{1, 1}, [2]int{tr, p}, "job 7: the second trace at its second point")
-
-	none := SweepInfo{Paths: []string{"a"}}
-	assert.Equal(t, 1, none.Points(), "no axes: one point")
-	assert.Equal(t, map[string]string{}, none.Point(0))
-	assert.Equal(t, "(no grid)", none.PointLabel(none.Point(0)))
-	assert.Empty(t, none.PointSets(0))
-}
-
-func TestShards(t *testing.T) {
-	i, n, err := ParseShard("2/3")
-	require.NoError(t, err)
-	assert.Equal(t, [2]int{2, 3}, [2]int{i, n})
-	for _, bad := range []string{"0/3", "4/3", "1/0", "-1/2", "a/b", "2", "2/3/4", "", "1/ 2"} {
-		_, _, err := ParseShard(bad)
-		assert.Error(t, err, bad)
-	}
-	assert.Equal(t, []int{0, 3, 6, 9}, ShardJobs(10, 1, 3))
-	assert.Equal(t, []int{1, 4, 7}, ShardJobs(10, 2, 3))
-	assert.Equal(t, []int{2, 5, 8}, ShardJobs(10, 3, 3))
-	assert.Equal(t, []int{}, ShardJobs(2, 3, 3), "more shards than jobs: an empty shard")
-	// Every job in exactly one shard.
-	seen := map[int]int{}
-	for i := 1; i <= 4; i++ {
-		for _, k := range ShardJobs(11, i, 4) {
-			seen[k]++
-		}
-	}
-	assert.Len(t, seen, 11)
-	for k, c := range seen {
-		assert.Equal(t, 1, c, "job %d", k)
-	}
-}
-
 // fakeSweep is a whole sweep of made-up results: 2 traces × 3 points, two
 // allocators, values that differ by job and allocator.
 func fakeSweep() Sweep {
-	info := SweepInfo{
+	info := search.Grid{
 		Paths:      []string{"traces/a.jsonl", "traces/b.jsonl"},
 		Allocators: []string{"bfc", "naive"},
-		Axes:       []SweepAxis{{Name: "bfc.memory_limit", Values: []string{"128MiB", "64MiB", "1GiB"}}},
+		Axes:       []search.Axis{{Name: "bfc.memory_limit", Values: []string{"128MiB", "64MiB", "1GiB"}}},
 		Sets:       []string{},
 		Space:      "virtual",
 		Jobs:       6,
@@ -135,7 +52,7 @@ func fakeSweep() Sweep {
 // shardOf cuts shard i of n out of a whole sweep, as sweep --shard i/n writes it.
 func shardOf(s Sweep, i, n int) Sweep {
 	out := s
-	out.Sweep.Shard = &Shard{Index: i, Count: n, Jobs: ShardJobs(s.Sweep.Jobs, i, n)}
+	out.Sweep.Shard = &search.Shard{Index: i, Count: n, Jobs: search.ShardJobs(s.Sweep.Jobs, i, n)}
 	out.Traces = nil
 	for _, tr := range s.Traces {
 		if tr.Job%n == i-1 {
@@ -225,7 +142,7 @@ func TestMergeSweepsErrors(t *testing.T) {
 	whole := fakeSweep()
 	s1, s2, s3 := shardOf(whole, 1, 3), shardOf(whole, 2, 3), shardOf(whole, 3, 3)
 	other := shardOf(whole, 2, 3)
-	other.Sweep.Axes = []SweepAxis{{Name: "bfc.memory_limit", Values: []string{"128MiB", "64MiB", "2GiB"}}}
+	other.Sweep.Axes = []search.Axis{{Name: "bfc.memory_limit", Values: []string{"128MiB", "64MiB", "2GiB"}}}
 	sets := shardOf(whole, 2, 3)
 	sets.Sweep.Sets = []string{"bfc.allow_growth=false"}
 	capacity := shardOf(whole, 2, 3)
@@ -290,10 +207,10 @@ func TestMergeSweepsErrors(t *testing.T) {
 // bfcsim sweep does, and returns the report without timings.
 func goldenSweep(t *testing.T) Sweep {
 	t.Helper()
-	info := SweepInfo{
+	info := search.Grid{
 		Paths:      []string{"traces/nodups.jsonl"},
 		Allocators: []string{"bfc", "arena"},
-		Axes: []SweepAxis{
+		Axes: []search.Axis{
 			{Name: "bfc.allow_growth", Values: []string{"true", "false"}},
 			{Name: "bfc.memory_limit", Values: []string{"256KiB", "1MiB"}},
 		},
@@ -402,7 +319,7 @@ func TestSweepPlotData(t *testing.T) {
 	assert.Empty(t, sp.series[1].failed)
 
 	// Two axes: categories, the allocators side by side; a shard leaves points out.
-	s.Sweep.Axes = []SweepAxis{
+	s.Sweep.Axes = []search.Axis{
 		{Name: "bfc.allow_growth", Values: []string{"true"}},
 		{Name: "bfc.memory_limit", Values: []string{"128MiB", "64MiB", "1GiB"}},
 	}
@@ -420,9 +337,9 @@ func TestSweepPlotData(t *testing.T) {
 	assert.Equal(t, plotter.XYs{{X: 0.3, Y: 101 << 20}, {X: 2.3, Y: 121 << 20}}, sp.series[1].xys)
 
 	// Not numbers: categories.
-	s.Sweep.Axes = []SweepAxis{{Name: "pytorch.max_split_size_mb", Values: []string{"64", "128", "unlimited"}}}
+	s.Sweep.Axes = []search.Axis{{Name: "pytorch.max_split_size_mb", Values: []string{"64", "128", "unlimited"}}}
 	assert.False(t, sweepPlotData(&s, SweepGroups(&s)[0], m).numeric)
-	s.Sweep.Axes = []SweepAxis{{Name: "bfc.fragmentation_fraction", Values: []string{"0", "0.01", "0.1"}}}
+	s.Sweep.Axes = []search.Axis{{Name: "bfc.fragmentation_fraction", Values: []string{"0", "0.01", "0.1"}}}
 	sp = sweepPlotData(&s, SweepGroups(&s)[0], m)
 	assert.True(t, sp.numeric)
 	assert.False(t, sp.logX, "0 is on the axis: linear")

@@ -2,11 +2,9 @@ package search
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"runtime"
-	"sync"
 
 	"github.com/bfcsim/bfcsim/allocators"
 	"github.com/bfcsim/bfcsim/sim"
@@ -221,40 +219,11 @@ func (t *Trace) probe(ctx context.Context, spec sim.AllocatorSpec, limit uint64)
 	return p, nil
 }
 
-// runAll runs fns on the search's workers, all of them unless one fails or
-// ctx is done, and returns the first error in fns' order.
+// runAll runs fns on the search's workers (RunJobs).
 func runAll(ctx context.Context, workers int, fns []func(context.Context) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make([]error, len(fns))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(workers, len(fns)) {
-		wg.Go(func() {
-			for i := range next {
-				if err := ctx.Err(); err != nil {
-					errs[i] = err
-					continue
-				}
-				if errs[i] = fns[i](ctx); errs[i] != nil {
-					cancel()
-				}
-			}
-		})
+	jobs := make([]int, len(fns))
+	for i := range jobs {
+		jobs[i] = i
 	}
-	for i := range fns {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	var first error
-	for _, err := range errs {
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return err
-		}
-		if first == nil {
-			first = err
-		}
-	}
-	return first
+	return RunJobs(ctx, jobs, workers, func(ctx context.Context, i int) error { return fns[i](ctx) }, nil)
 }

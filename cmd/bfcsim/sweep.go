@@ -17,6 +17,7 @@ import (
 
 	"github.com/bfcsim/bfcsim/allocators"
 	"github.com/bfcsim/bfcsim/report"
+	"github.com/bfcsim/bfcsim/search"
 	"github.com/bfcsim/bfcsim/sim"
 	"github.com/bfcsim/bfcsim/trace"
 )
@@ -109,7 +110,7 @@ func wrapWords(text string, width int) string {
 // sweepPlan is a sweep's checked configuration: the sweep, and the
 // allocators and space options of each grid point.
 type sweepPlan struct {
-	info      report.SweepInfo
+	info      search.Grid
 	capacity  uint64 // 0: each trace header's, else sim.DefaultCapacity
 	specs     [][]sim.AllocatorSpec
 	spaceOpts []allocators.Options
@@ -158,13 +159,13 @@ func (o *sweepOptions) plan(paths []string) (*sweepPlan, error) {
 			return nil, fmt.Errorf("sweep reads each trace once per grid point, and - (standard input) can be read only once; save it to a file")
 		}
 	}
-	info := report.SweepInfo{
-		Paths: paths, Axes: []report.SweepAxis{}, Sets: append([]string{}, o.replay.sets...),
+	info := search.Grid{
+		Paths: paths, Axes: []search.Axis{}, Sets: append([]string{}, o.replay.sets...),
 		Capacity: o.replay.capacity, Space: o.replay.space, Touch: o.replay.touch,
 		SkipInvalid: o.replay.skipInvalid, StopOnOOM: o.replay.stopOnOOM, Check: o.replay.check,
 	}
 	for _, g := range o.grid {
-		ax, err := report.ParseSweepAxis(g)
+		ax, err := search.ParseAxis(g)
 		if err != nil {
 			return nil, fmt.Errorf("--grid %w", err)
 		}
@@ -177,7 +178,7 @@ func (o *sweepOptions) plan(paths []string) (*sweepPlan, error) {
 				return nil, fmt.Errorf("--grid %s: %s is not being replayed (-a %s)", g, name, strings.Join(o.replay.allocators, ","))
 			}
 		}
-		if slices.ContainsFunc(info.Axes, func(a report.SweepAxis) bool { return a.Name == ax.Name }) {
+		if slices.ContainsFunc(info.Axes, func(a search.Axis) bool { return a.Name == ax.Name }) {
 			return nil, fmt.Errorf("--grid %s: %s has two axes; list its values in one --grid", g, ax.Name)
 		}
 		for _, s := range info.Sets {
@@ -215,14 +216,14 @@ func (o *sweepOptions) plan(paths []string) (*sweepPlan, error) {
 		p.spaceOpts = append(p.spaceOpts, spaceOpts)
 	}
 	if o.shard != "" {
-		i, n, err := report.ParseShard(o.shard)
+		i, n, err := search.ParseShard(o.shard)
 		if err != nil {
 			return nil, fmt.Errorf("--shard %w", err)
 		}
-		info.Shard = &report.Shard{Index: i, Count: n, Jobs: report.ShardJobs(info.Jobs, i, n)}
+		info.Shard = &search.Shard{Index: i, Count: n, Jobs: search.ShardJobs(info.Jobs, i, n)}
 		p.jobs = info.Shard.Jobs
 	} else {
-		p.jobs = report.ShardJobs(info.Jobs, 1, 1)
+		p.jobs = search.ShardJobs(info.Jobs, 1, 1)
 	}
 	// A missing trace fails now, not after the jobs before it.
 	for _, path := range paths {
@@ -239,7 +240,7 @@ func (o *sweepOptions) plan(paths []string) (*sweepPlan, error) {
 // pointSpecs returns the allocators and space options of grid point pt,
 // each option value checked by building the allocator over a scratch
 // virtual space, as the replay will.
-func (o *sweepOptions) pointSpecs(info *report.SweepInfo, pt int) ([]sim.AllocatorSpec, allocators.Options, error) {
+func (o *sweepOptions) pointSpecs(info *search.Grid, pt int) ([]sim.AllocatorSpec, allocators.Options, error) {
 	sets := append(slices.Clone(info.Sets), info.PointSets(pt)...)
 	per, spaceOpts, err := parseSets(sets, info.Allocators)
 	if err != nil {
@@ -265,67 +266,39 @@ func (o *sweepOptions) pointSpecs(info *report.SweepInfo, pt int) ([]sim.Allocat
 }
 
 // run replays the plan's jobs on o.jobs workers and returns their entries
-// in job order. The first job to fail (in job order) cancels the rest, and
-// its error is returned.
+// in job order. The first job to fail (in job order) cancels the rest,
+// and its error is returned.
 func (o *sweepOptions) run(cmd *cobra.Command, e *env, p *sweepPlan) ([]report.SweepTrace, error) {
 	// Each job replays as replay does, quietly: the bar counts jobs.
 	jobOpts := o.replay
 	jobOpts.quiet, jobOpts.out, jobOpts.eventsOut, jobOpts.record = true, "", "", nil
 
-	parent := cmd.Context()
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
-	cmd.SetContext(ctx) // replayOne replays under cmd.Context()
-	defer cmd.SetContext(parent)
-
 	bar := newJobBar(e, o.replay.quiet, len(p.jobs))
 	entries := make([]report.SweepTrace, len(p.jobs))
-	errs := make([]error, len(p.jobs))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(o.jobs, len(p.jobs)) {
-		wg.Go(func() {
-			for i := range next {
-				if ctx.Err() != nil {
-					errs[i] = ctx.Err()
-					continue
-				}
-				entries[i], errs[i] = runSweepJob(cmd, e, &jobOpts, p, p.jobs[i])
-				if errs[i] != nil {
-					cancel()
-					continue
-				}
-				if bar != nil {
-					_ = bar.Add(1)
-				}
-			}
-		})
+	index := make(map[int]int, len(p.jobs)) // job → its place in entries
+	for i, k := range p.jobs {
+		index[k] = i
 	}
-feed:
-	for i := range p.jobs {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-			break feed
+	parent := cmd.Context()
+	defer cmd.SetContext(parent)
+	// Every job gets the same context, which the first failure cancels:
+	// replayOne replays under cmd.Context().
+	var once sync.Once
+	err := search.RunJobs(parent, p.jobs, o.jobs, func(ctx context.Context, k int) error {
+		once.Do(func() { cmd.SetContext(ctx) })
+		var err error
+		entries[index[k]], err = runSweepJob(cmd, e, &jobOpts, p, k)
+		return err
+	}, func() {
+		if bar != nil {
+			_ = bar.Add(1)
 		}
-	}
-	close(next)
-	wg.Wait()
+	})
 	if bar != nil {
 		_ = bar.Finish()
 	}
-	for _, err := range errs {
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return nil, err
-		}
-	}
-	if err := parent.Err(); err != nil {
+	if err != nil {
 		return nil, err
-	}
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
 	}
 	return entries, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bfcsim/bfcsim/report"
+	"github.com/bfcsim/bfcsim/search"
 )
 
 // sweepArgs is a small sweep of two bundled traces: 2 × 2 grid points.
@@ -118,7 +119,7 @@ func TestSweepShardsMerge(t *testing.T) {
 	data, err = os.ReadFile(shards[1])
 	require.NoError(t, err)
 	s2, _ := readSweep(t, data)
-	assert.Equal(t, &report.Shard{Index: 2, Count: 3, Jobs: []int{1, 4, 7}}, s2.Sweep.Shard)
+	assert.Equal(t, &search.Shard{Index: 2, Count: 3, Jobs: []int{1, 4, 7}}, s2.Sweep.Shard)
 	require.Len(t, s2.Traces, 3)
 	for i, k := range []int{1, 4, 7} {
 		assert.Equal(t, k, s2.Traces[i].Job)
