@@ -248,6 +248,11 @@ func (s *bisection) narrow(ctx context.Context) error {
 // any machine.
 const probesPerRound = 3
 
+// finalSteps is how many steps an interval may span for its every
+// capacity to be probed in one round: rounds of probesPerRound would take
+// two more.
+const finalSteps = 9
+
 // points picks a round's capacities: at most n, strictly between lo and
 // hi, in ascending order.
 func (s *bisection) points(n int, first bool) []uint64 {
@@ -266,6 +271,16 @@ func (s *bisection) points(n int, first bool) []uint64 {
 		add(s.hi - s.gran) // the peak less one step: often the answer
 	}
 	steps := (s.hi - s.lo) / s.gran
+	if steps <= finalSteps {
+		// Few capacities are left: probe them all in one round, rather
+		// than a round or two more of full replays (the smallest that
+		// succeeds cancels the rest).
+		for c := s.lo + s.gran; c < s.hi; c += s.gran {
+			pts = append(pts, c)
+		}
+		slices.Sort(pts)
+		return slices.Compact(pts)
+	}
 	for k := uint64(1); len(pts) < n && k <= uint64(n); k++ {
 		add(s.lo + steps*k/uint64(n+1)*s.gran)
 	}

@@ -242,78 +242,103 @@ func (r *tapeReader) NextBatch(dst []trace.Event) []trace.Event {
 	return dst
 }
 
-// uvarint reads a varint from the front of buf.
-func (r *tapeReader) uvarint() uint64 {
-	b := r.buf
-	if len(b) > 0 && b[0] < 0x80 {
-		r.buf = b[1:]
-		return uint64(b[0])
+// uvarint reads the varint at b[i:], returning it and the index after it;
+// an index past len(b) says it is cut short. Short varints, most of a
+// tape's, are read inline.
+func uvarint(b []byte, i int) (uint64, int) {
+	if i < len(b) && b[i] < 0x80 {
+		return uint64(b[i]), i + 1
 	}
-	v, n := binary.Uvarint(b)
-	if n <= 0 {
-		r.err = errTapeCorrupt
-		r.buf = nil
-		return 0
-	}
-	r.buf = b[n:]
-	return v
+	return uvarintSlow(b, i)
 }
 
-func (r *tapeReader) varint() int64 {
-	u := r.uvarint()
-	return int64(u>>1) ^ -int64(u&1)
+func uvarintSlow(b []byte, i int) (uint64, int) {
+	if i >= len(b) {
+		return 0, len(b) + 1
+	}
+	v, n := binary.Uvarint(b[i:])
+	if n <= 0 {
+		return 0, len(b) + 1
+	}
+	return v, i + n
 }
+
+// zigzag undoes binary.AppendVarint's encoding of a signed number.
+func zigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 
 // decode reads the event at the front of buf into ev.
 func (r *tapeReader) decode(ev *trace.Event) error {
-	head := r.buf[0]
-	r.buf = r.buf[1:]
-	*ev = trace.Event{Op: trace.Op(head & 7), Flags: head >> 3}
-	r.line += r.varint()
-	ev.Line = r.line
-	switch ev.Op {
+	b := r.buf
+	head := b[0]
+	op, flags := trace.Op(head&7), head>>3
+	d, i := uvarint(b, 1)
+	r.line += zigzag(d)
+	// Every field is set, the unused ones to zero: cheaper than clearing
+	// the event first.
+	ev.Line, ev.Op, ev.Flags = r.line, op, flags
+	ev.ID, ev.Align, ev.Addr, ev.Block, ev.T, ev.Stream, ev.Slot = 0, 0, 0, 0, 0, 0, 0
+	ev.Tag, ev.Name = "", ""
+	var v uint64
+	switch op {
 	case trace.OpAlloc:
-		slot := r.uvarint()
-		ev.Size = r.uvarint()
-		ev.Align = r.uvarint()
-		if slot > math.MaxUint32 {
-			return errTapeCorrupt
+		v, i = uvarint(b, i)
+		ev.Size, i = uvarint(b, i)
+		ev.Align, i = uvarint(b, i)
+		if v > math.MaxUint32 {
+			return r.corrupt()
 		}
-		ev.Slot = uint32(slot)
-		if ev.Flags&trace.HasStream != 0 {
-			ev.Stream = r.varint()
+		ev.Slot = uint32(v)
+		if flags&trace.HasStream != 0 {
+			v, i = uvarint(b, i)
+			ev.Stream = zigzag(v)
 		}
-		if ev.Flags&trace.HasAddr != 0 {
-			ev.Addr = r.uvarint()
+		if flags&trace.HasAddr != 0 {
+			ev.Addr, i = uvarint(b, i)
 		}
-		if ev.Flags&trace.HasBlock != 0 {
-			ev.Block = r.uvarint()
+		if flags&trace.HasBlock != 0 {
+			ev.Block, i = uvarint(b, i)
 		}
 	case trace.OpFree:
-		slot := r.uvarint()
-		ev.Size = r.uvarint()
-		if slot > math.MaxUint32 {
-			return errTapeCorrupt
+		v, i = uvarint(b, i)
+		ev.Size, i = uvarint(b, i)
+		if v > math.MaxUint32 {
+			return r.corrupt()
 		}
-		ev.Slot = uint32(slot)
+		ev.Slot = uint32(v)
 	case trace.OpReserve, trace.OpRelease:
-		ev.Addr = r.uvarint()
-		ev.Size = r.uvarint()
-		if ev.Flags&trace.HasStream != 0 {
-			ev.Stream = r.varint()
+		ev.Addr, i = uvarint(b, i)
+		ev.Size, i = uvarint(b, i)
+		if flags&trace.HasStream != 0 {
+			v, i = uvarint(b, i)
+			ev.Stream = zigzag(v)
 		}
 	case trace.OpMark:
-		n := r.uvarint()
-		if n > uint64(len(r.buf)) {
-			return errTapeCorrupt
+		v, i = uvarint(b, i)
+		if i > len(b) || v > uint64(len(b)-i) {
+			return r.corrupt()
 		}
-		ev.Name = string(r.buf[:n])
-		r.buf = r.buf[n:]
+		ev.Name = string(b[i : i+int(v)])
+		i += int(v)
 	case trace.OpStep:
+		ev.Size = 0
 	default:
-		return errTapeCorrupt
+		return r.corrupt()
 	}
-	return r.err
+	if i > len(b) {
+		return r.corrupt()
+	}
+	if op != trace.OpAlloc && op != trace.OpFree && op != trace.OpReserve && op != trace.OpRelease {
+		ev.Size = 0
+	}
+	r.buf = b[i:]
+	return nil
+}
+
+// corrupt ends reading with errTapeCorrupt.
+func (r *tapeReader) corrupt() error {
+	r.buf = nil
+	r.err = errTapeCorrupt
+	return errTapeCorrupt
 }
 
 // recorder is a sim.Source that reads another and writes every event it
