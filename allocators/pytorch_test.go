@@ -192,7 +192,7 @@ func TestPyTorchRecordedSegmentsIgnored(t *testing.T) {
 	b := ptAlloc(t, f, 5*mib, 0)
 	assert.Equal(t, uint64(VirtualBase), b.Addr)
 	assert.False(t, f.Following())
-	assert.Contains(t, f.Decisions().Reason, "cannot place the program's 20 MiB segment")
+	assert.Contains(t, f.Decisions().Reason, "cannot place the program's 20.00 MiB segment")
 }
 
 // The start state of a recording is rebuilt block by block at the recorded

@@ -47,8 +47,10 @@ type Fit struct {
 type FitResult struct {
 	Allocator string         `json:"allocator"`
 	Options   map[string]any `json:"options"`
-	// OptionsFromRecording lists the options taken from the recording.
+	// OptionsFromRecording lists the options taken from the recording,
+	// and OptionsSet those given with --set.
 	OptionsFromRecording []string `json:"options_from_recording,omitempty"`
+	OptionsSet           []string `json:"options_set,omitempty"`
 	// MinCapacityBytes is the smallest capacity with no failed allocation,
 	// to GranularityBytes; null when none up to MaxProbedBytes was.
 	MinCapacityBytes *uint64 `json:"min_capacity_bytes"`
@@ -92,7 +94,7 @@ func NewFit(name, path string, tr *search.Trace, results []search.FitResult) Fit
 	f := Fit{Version: FitVersion, Trace: name, Path: path, Events: tr.Summary.Events,
 		PeakLiveBytes: tr.Summary.PeakLiveBytes, Results: []FitResult{}}
 	for i, r := range results {
-		out := FitResult{Allocator: r.Allocator, Options: r.Options, GranularityBytes: r.GranularityBytes,
+		out := FitResult{Allocator: r.Allocator, Options: r.Options, OptionsSet: r.Set, GranularityBytes: r.GranularityBytes,
 			Limit: "capacity", Probes: r.Probes, MaxProbedBytes: r.MaxProbedBytes,
 			PeakReservedBytes: r.PeakReservedBytes, ScratchFailures: r.ScratchFailures,
 			Decisions: newDecisions(r.Decisions), Trials: []FitTrial{}, GPUs: []GPUFit{}}
@@ -161,14 +163,14 @@ func WriteFitTable(w io.Writer, f Fit) error {
 	fmt.Fprintf(w, "%s: %s, peak live %s; the smallest device on which every allocation is served\n",
 		f.Trace, plural(f.Events, "event"), Bytes(f.PeakLiveBytes))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ALLOCATOR\tFITS IN\tBYTES\tAS\tPEAK RESERVED (NO LIMIT)\tPROBES")
+	fmt.Fprintln(tw, "ALLOCATOR\tFITS IN\tBYTES\tSTEP\tPEAK RESERVED (NO LIMIT)\tPROBES")
 	for i := range f.Results {
 		r := &f.Results[i]
 		fitsIn, exact := "nowhere", fmt.Sprintf("> %s tried", Count(int64(r.MaxProbedBytes)))
 		if r.MinCapacityBytes != nil {
 			fitsIn, exact = Bytes(*r.MinCapacityBytes), Count(int64(*r.MinCapacityBytes))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", r.Allocator, fitsIn, exact, fitLimitName(r, f.DeviceCapacityBytes),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", r.Allocator, fitsIn, exact, Bytes(r.GranularityBytes),
 			Bytes(r.PeakReservedBytes), r.Probes)
 	}
 	if err := tw.Flush(); err != nil {
@@ -176,7 +178,7 @@ func WriteFitTable(w io.Writer, f Fit) error {
 	}
 	for i := range f.Results {
 		r := &f.Results[i]
-		fmt.Fprintf(w, "  %s: %s\n", r.Allocator, fitSettings(r))
+		fmt.Fprintf(w, "  %s: %s; %s\n", r.Allocator, fitLimitName(r, f.DeviceCapacityBytes), fitSettings(r))
 		if n := notesOfDecisions(r.Allocator, r.Decisions); n != "" {
 			fmt.Fprintf(w, "  %s\n", n)
 		}
@@ -221,33 +223,41 @@ func WriteFitTable(w io.Writer, f Fit) error {
 }
 
 // fitLimitName says what a result's capacity is: PyTorch's memory limit
-// on the device, or the device's capacity; and its step.
+// on the device, or the device's capacity.
 func fitLimitName(r *FitResult, device uint64) string {
-	step := Bytes(r.GranularityBytes)
 	if r.Limit == "capacity" {
-		return "device capacity (" + step + " steps)"
+		return "the device's capacity"
 	}
-	return fmt.Sprintf("%s on a %s device (%s steps)", r.Limit, Bytes(device), step)
+	if r.Limit == "memory_limit" && r.Allocator == "pytorch" {
+		return fmt.Sprintf("a memory limit (set_per_process_memory_fraction) on a %s device", Bytes(device))
+	}
+	return fmt.Sprintf("%s on a %s device", r.Limit, Bytes(device))
 }
 
-// fitSettings lists a result's options, those from the recording marked.
+// fitSettings names a result's settings: those taken from the recording
+// and those set, the rest being the allocator's defaults.
 func fitSettings(r *FitResult) string {
-	keys := slices.Sorted(maps.Keys(r.Options))
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		if k == "segments" {
-			continue
-		}
+	var rec, set []string
+	for _, k := range slices.Sorted(maps.Keys(r.Options)) {
 		v := fmt.Sprintf("%s=%v", k, r.Options[k])
-		if slices.Contains(r.OptionsFromRecording, k) {
-			v += " (recorded)"
+		switch {
+		case slices.Contains(r.OptionsSet, k):
+			set = append(set, v)
+		case slices.Contains(r.OptionsFromRecording, k):
+			rec = append(rec, v)
 		}
-		parts = append(parts, v)
+	}
+	var parts []string
+	if len(rec) > 0 {
+		parts = append(parts, "as recorded "+strings.Join(rec, " "))
+	}
+	if len(set) > 0 {
+		parts = append(parts, "set "+strings.Join(set, " "))
 	}
 	if len(parts) == 0 {
-		return "no options"
+		return "the default settings"
 	}
-	return strings.Join(parts, " ")
+	return strings.Join(parts, ", ") + ", the rest the defaults"
 }
 
 // Decisions is what an allocator did with a recording's segment

@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 
@@ -14,8 +15,10 @@ import (
 type FitResult struct {
 	Allocator string
 	// Options are the allocator's effective options in the replay without a
-	// limit.
+	// limit, and Set the keys of those given (not defaults, not the
+	// recording's).
 	Options map[string]any
+	Set     []string
 	// MinCapacityBytes is the smallest capacity (or memory limit, see
 	// LimitOption) on which no allocation failed, to GranularityBytes; 0
 	// when none up to MaxProbedBytes did (Fits is false).
@@ -109,7 +112,8 @@ func (t *Trace) search(ctx context.Context, spec sim.AllocatorSpec, u sim.Result
 	if gran == 0 {
 		gran = allocators.VirtualGranule
 	}
-	res := FitResult{Allocator: spec.Name, Options: u.Options, GranularityBytes: gran, LimitOption: f.LimitOption,
+	res := FitResult{Allocator: spec.Name, Options: u.Options, Set: slices.Sorted(maps.Keys(spec.Options)),
+		GranularityBytes: gran, LimitOption: f.LimitOption,
 		PeakLiveBytes: u.PeakLiveBytes, PeakReservedBytes: u.PeakReservedBytes, Probes: 1}
 	device := t.opt.Space.Capacity
 	unlimited := Probe{Allocator: spec.Name, Options: spec.Options, CapacityBytes: device,

@@ -94,7 +94,6 @@ func TestShards(t *testing.T) {
 	}
 }
 
-
 // RunJobs runs every job, on several workers, and stops at the first
 // failure, which it returns: the first in job order.
 func TestRunJobs(t *testing.T) {

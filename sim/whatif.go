@@ -74,7 +74,7 @@ func whatIfOptions(spec AllocatorSpec, rec trace.RecordedSettings, opts allocato
 			continue
 		}
 		if a, b := fmt.Sprint(want[k]), fmt.Sprint(had[k]); a != b {
-			diff = append(diff, fmt.Sprintf("%s=%s (recorded: %s)", k, a, b))
+			diff = append(diff, fmt.Sprintf("%s=%s where the recording had %s", k, a, b))
 		}
 	}
 	return diff, nil

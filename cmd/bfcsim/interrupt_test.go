@@ -189,6 +189,26 @@ func TestInterruptStopsEveryCommand(t *testing.T) {
 			},
 		},
 		{
+			// The trace is read onto the tape in about 0.5 s; at 1 s the
+			// probes are running, seconds from the answer.
+			name: "fit while it probes",
+			sig:  syscall.SIGINT,
+			args: func(out string) []string {
+				return []string{"fit", big, "-a", "bfc,naive", "-q", "-o", filepath.Join(out, "fit.json")}
+			},
+			file:    "fit.json",
+			reached: func(p *bfcsimProcess) bool { return p.age() >= time.Second },
+		},
+		{
+			name: "advise",
+			sig:  syscall.SIGTERM,
+			args: func(out string) []string {
+				return []string{"advise", big, "-a", "bfc", "-q", "-o", filepath.Join(out, "advise.json")}
+			},
+			file:    "advise.json",
+			reached: func(p *bfcsimProcess) bool { return p.age() >= time.Second },
+		},
+		{
 			name: "sweep -o",
 			sig:  syscall.SIGTERM,
 			args: func(out string) []string {
