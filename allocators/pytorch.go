@@ -196,7 +196,9 @@ type PyTorchConfig struct {
 	// of the space's capacity the allocator may reserve; 1 sets no limit.
 	MemoryFraction float64
 	// MemoryLimit, when not 0, is the limit itself in bytes
-	// (allowed_memory_maximum), in place of MemoryFraction × capacity.
+	// (allowed_memory_maximum), in place of MemoryFraction × capacity:
+	// when both are set, it wins (a recording's fraction, a search's
+	// limit).
 	MemoryLimit uint64
 	// ExpandableSegments (expandable_segments): grow one segment per pool
 	// and stream in pages instead of reserving a segment per miss.
@@ -223,7 +225,7 @@ var pytorchOptions = []Option{
 	{Key: "roundup_power2_divisions", Default: "0", Help: "round requests above 512*N bytes up to the next of N equal steps between two powers of two (N a power of two; 0: off), or N by size as PyTorch takes it: [256:1,512:2,>:8] (MiB:N)"},
 	{Key: "garbage_collection_threshold", Default: "0", Help: "on a cache miss, when reserved memory exceeds this fraction of the memory limit, release the oldest whole free large segments (0 < x < 1; 0: off; acts only under a limit, memory_fraction < 1 or memory_limit, as in PyTorch)"},
 	{Key: "memory_fraction", Default: "1", Help: "share of the device the allocator may reserve, as torch.cuda.set_per_process_memory_fraction (0 < x <= 1; 1: no limit)"},
-	{Key: "memory_limit", Default: "none", Help: "the same limit in bytes (e.g. 14GiB), in place of memory_fraction: what set_per_process_memory_fraction(limit / device memory) allows"},
+	{Key: "memory_limit", Default: "none", Help: "the same limit in bytes (e.g. 14GiB), in place of memory_fraction (it wins when both are set): what set_per_process_memory_fraction(limit / device memory) allows"},
 	{Key: "expandable_segments", Default: "false", Help: "map 2 MiB (small) / large_segment_size_mb (large) pages into one address range per pool and stream instead of a segment per miss, and unmap free pages when out of memory"},
 }
 
@@ -280,11 +282,6 @@ func newPyTorchFromOptions(sp Space, o Options) (Allocator, map[string]any, erro
 		s.effective["memory_limit"] = v
 	} else if cfg.MemoryLimit = s.Size("memory_limit"); cfg.MemoryLimit == 0 || cfg.MemoryLimit > MaxCapacity {
 		s.fail("memory_limit", v, "none, or a size from 1 byte to 4 EiB, such as 14GiB")
-	}
-	if _, set := o["memory_limit"]; set {
-		if _, both := o["memory_fraction"]; both {
-			s.fail("memory_limit", s.raw("memory_limit"), "memory_limit or memory_fraction, not both")
-		}
 	}
 	cfg.ExpandableSegments = s.Bool("expandable_segments")
 	if err := s.Err(); err != nil {

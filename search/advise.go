@@ -91,6 +91,9 @@ type Advice struct {
 // Every candidate's smallest device is a Fit. Options spec sets are kept
 // fixed.
 func (t *Trace) Advise(ctx context.Context, spec sim.AllocatorSpec) (Advice, error) {
+	if u := t.Setup.Recorded.Options["unmodelled"]; u != "" && t.Setup.Recorded.Allocator == spec.Name {
+		return Advice{}, fmt.Errorf("the recording's allocator ran with settings bfcsim does not model (%s): advice from the model would not hold for it", u)
+	}
 	settings, ok := AdvisedSettings[spec.Name]
 	if !ok {
 		return Advice{}, fmt.Errorf("advise has no settings to try for %s (it advises %s)", spec.Name, strings.Join(slices.Sorted(maps.Keys(AdvisedSettings)), ", "))

@@ -36,8 +36,12 @@ func (st *settings) recorded(stats *Stats) trace.RecordedSettings {
 			} else {
 				opts[key] = val
 			}
-		case "max_non_split_rounding_mb":
+		case "max_non_split_rounding_mb", "large_segment_size_mb":
 			opts[key] = val
+		case "per_process_memory_fraction":
+			// PyTorch 2.11: set_per_process_memory_fraction from the
+			// environment.
+			opts["memory_fraction"] = val
 		case "backend":
 			if val != "native" {
 				stats.Unmodelled = append(stats.Unmodelled, fmt.Sprintf("backend:%s (the model is the native caching allocator)", val))
@@ -52,6 +56,11 @@ func (st *settings) recorded(stats *Stats) trace.RecordedSettings {
 		}
 	}
 	stats.Unmodelled = append(stats.Unmodelled, st.problems...)
+	if len(stats.Unmodelled) > 0 {
+		// Kept for reports, and so that advise can refuse: advice for an
+		// allocator that ran otherwise than the model would not hold.
+		opts["unmodelled"] = strings.Join(stats.Unmodelled, "; ")
+	}
 	return trace.RecordedSettings{Allocator: "pytorch", Options: opts}
 }
 

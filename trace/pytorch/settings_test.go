@@ -25,11 +25,16 @@ func TestRecordedSettings(t *testing.T) {
 			maxSplitSize: -1},
 			map[string]string{"expandable_segments": "false", "max_split_size_mb": "unlimited", "garbage_collection_threshold": "0",
 				"max_non_split_rounding_mb": "64", "roundup_power2_divisions": "[256:1,512:2,>:8]",
-				"PYTORCH_CUDA_ALLOC_CONF": "roundup_power2_divisions:[256:1,512:2,>:8],backend:cudaMallocAsync,max_non_split_rounding_mb:64,pinned_num_register_threads:8,foo:1"},
+				"PYTORCH_CUDA_ALLOC_CONF": "roundup_power2_divisions:[256:1,512:2,>:8],backend:cudaMallocAsync,max_non_split_rounding_mb:64,pinned_num_register_threads:8,foo:1",
+				"unmodelled":              "backend:cudaMallocAsync (the model is the native caching allocator); foo:1"},
 			[]string{
 				"backend:cudaMallocAsync (the model is the native caching allocator)",
 				"foo:1",
 			}},
+		{settings{conf: "large_segment_size_mb:32,per_process_memory_fraction:0.5", maxSplitSize: -1},
+			map[string]string{"expandable_segments": "false", "max_split_size_mb": "unlimited", "garbage_collection_threshold": "0",
+				"large_segment_size_mb": "32", "memory_fraction": "0.5",
+				"PYTORCH_CUDA_ALLOC_CONF": "large_segment_size_mb:32,per_process_memory_fraction:0.5"}, nil},
 	} {
 		var st Stats
 		rs := tc.st.recorded(&st)
