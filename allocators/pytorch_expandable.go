@@ -679,15 +679,7 @@ func (p *PyTorch) takeRecorded(small bool, size uint64, stream int64) (int32, bo
 // 20 MiB pages. A start state lists a small expandable segment's mapped
 // mapped pages one by one for that reason.
 func (p *PyTorch) RecordedReserve(addr, size uint64, stream int64) {
-	switch {
-	case p.cfg.Segments == PyTorchSegmentsModel:
-		return
-	case p.cfg.Segments == PyTorchSegmentsAuto && !p.startState:
-		if p.following {
-			p.script = append(p.script, ptAction{addr: addr, size: size, stream: stream})
-		} else {
-			p.rec.ignored++
-		}
+	if p.scripted(ptAction{addr: addr, size: size, stream: stream}) {
 		return
 	}
 	if p.placer == nil || p.placerBroken || size == 0 || size%ptMinBlockSize != 0 {
@@ -736,15 +728,7 @@ func (p *PyTorch) adopted(si int32, addr uint64, es bool) {
 // pages of an expandable segment (segment_unmap; size 0: from addr to the
 // end of its run) if one free block holds them.
 func (p *PyTorch) RecordedRelease(addr, size uint64) {
-	switch {
-	case p.cfg.Segments == PyTorchSegmentsModel:
-		return
-	case p.cfg.Segments == PyTorchSegmentsAuto && !p.startState:
-		if p.following {
-			p.script = append(p.script, ptAction{release: true, addr: addr, size: size})
-		} else {
-			p.rec.ignored++
-		}
+	if p.scripted(ptAction{release: true, addr: addr, size: size}) {
 		return
 	}
 	p.rec.releases++

@@ -92,7 +92,26 @@ type Decisions struct {
 	Reason   string
 }
 
-// following reports whether recorded calls are being followed: auto mode,
+// scripted takes a recorded call that is not to be adopted: ignored with
+// segments=model, kept as the program's next call while following (or
+// counted once the following has ended). It reports false for a call to
+// adopt: any in segments=recorded, and the start state's.
+func (p *PyTorch) scripted(a ptAction) bool {
+	switch {
+	case p.cfg.Segments == PyTorchSegmentsModel:
+		return true
+	case p.cfg.Segments == PyTorchSegmentsAuto && !p.startState:
+		if p.following {
+			p.script = append(p.script, a)
+		} else {
+			p.rec.ignored++
+		}
+		return true
+	}
+	return false
+}
+
+// followingNow reports whether recorded calls are being followed: auto mode,
 // after the start state, up to the first difference.
 func (p *PyTorch) followingNow() bool { return p.following && !p.startState }
 

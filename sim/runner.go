@@ -821,17 +821,7 @@ var peakBudgetBase, peakBudgetEventsPerChunk int64 = 1 << 16, 8
 // the metric's mean is over the trace's events.
 func (r *runner) observe() (reserved uint64, frag float64) {
 	res := &r.result
-	if r.vspace != nil {
-		reserved = r.vspace.Stats().ReservedBytes // a direct call, inlined
-	} else {
-		reserved = r.space.Stats().ReservedBytes
-	}
-	res.PeakLiveBytes = max(res.PeakLiveBytes, r.live)
-	res.PeakInUseBytes = max(res.PeakInUseBytes, r.inUse)
-	if reserved > res.PeakReservedBytes {
-		res.PeakReservedBytes = reserved
-		res.InternalWasteAtPeakBytes = r.inUse - r.live
-	}
+	reserved = r.observePeaks()
 	if reserved > r.inUse {
 		free := reserved - r.inUse
 		var largest uint64
@@ -848,12 +838,12 @@ func (r *runner) observe() (reserved uint64, frag float64) {
 	return reserved, frag
 }
 
-// observePeaks is observe for a probe: the peaks only.
-func (r *runner) observePeaks() {
+// observePeaks updates the peaks, all a probe measures, and returns the
+// bytes reserved.
+func (r *runner) observePeaks() (reserved uint64) {
 	res := &r.result
-	var reserved uint64
 	if r.vspace != nil {
-		reserved = r.vspace.Stats().ReservedBytes
+		reserved = r.vspace.Stats().ReservedBytes // a direct call, inlined
 	} else {
 		reserved = r.space.Stats().ReservedBytes
 	}
@@ -863,6 +853,7 @@ func (r *runner) observePeaks() {
 		res.PeakReservedBytes = reserved
 		res.InternalWasteAtPeakBytes = r.inUse - r.live
 	}
+	return reserved
 }
 
 // clock reads the monotonic clock, as the time since r.epoch: one read of

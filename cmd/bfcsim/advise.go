@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -13,13 +11,7 @@ import (
 )
 
 // adviseOptions are one advise invocation's flags.
-type adviseOptions struct {
-	replay replayOptions
-	strict bool
-	jobs   int
-	format string
-	out    string
-}
+type adviseOptions struct{ searchFlags }
 
 func newAdviseCmd(e *env) *cobra.Command {
 	o := &adviseOptions{}
@@ -55,33 +47,20 @@ do (docs/allocators.md).`,
 			return runAdvise(cmd, e, o, args[0])
 		},
 	}
-	o.replay.addFlags(cmd, true)
+	o.add(cmd)
 	cmd.Flags().Lookup("allocators").Usage = "the allocator to advise on (one; default: the recording's, else bfc)"
-	f := cmd.Flags()
-	f.BoolVar(&o.strict, "strict", false, "count every failed allocation, scratch buffers a library could do without included")
-	f.IntVarP(&o.jobs, "jobs", "j", 0, "replays to run at once (default: the number of CPUs)")
-	f.StringVarP(&o.format, "format", "f", "table", "output format: "+strings.Join(report.FitFormats, ", "))
-	f.StringVarP(&o.out, "out", "o", "", "also write the JSON report to this `FILE`")
-	_ = cmd.RegisterFlagCompletionFunc("format", fixedCompletion(report.FitFormats...))
-	hideFlags(cmd, "touch", "check", "latency-sample", "stop-on-oom")
 	return cmd
 }
 
 func runAdvise(cmd *cobra.Command, e *env, o *adviseOptions, path string) error {
-	if !slices.Contains(report.FitFormats, o.format) {
-		return fmt.Errorf("unknown format %q (want one of %s)", o.format, strings.Join(report.FitFormats, ", "))
-	}
-	if path == "-" {
-		return fmt.Errorf("advise reads the trace onto a temporary tape and replays it many times: give a file, or save standard input to one")
+	if err := o.check("advise", path); err != nil {
+		return err
 	}
 	if o.replay.allocatorsGiven && len(o.replay.allocators) != 1 {
 		return fmt.Errorf("advise takes one allocator (-a pytorch, -a bfc), got %d", len(o.replay.allocators))
 	}
 	if !o.replay.allocatorsGiven {
 		o.replay.allocators = []string{"bfc"} // unless the trace is a recording: openSearch
-	}
-	if err := checkOutputs([]string{path}, "", o.out); err != nil {
-		return err
 	}
 	for _, name := range o.replay.allocators {
 		if _, ok := search.AdvisedSettings[name]; !ok && o.replay.allocatorsGiven {

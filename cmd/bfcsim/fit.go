@@ -17,14 +17,47 @@ import (
 	"github.com/bfcsim/bfcsim/sim"
 )
 
-// fitOptions are one fit invocation's flags.
-type fitOptions struct {
+// searchFlags are the flags fit and advise share.
+type searchFlags struct {
 	replay replayOptions
-	max    string
 	strict bool
 	jobs   int
 	format string
 	out    string
+}
+
+// add registers the flags on cmd: the replay flags, less those a search
+// has no use for, and its own.
+func (o *searchFlags) add(cmd *cobra.Command) {
+	o.replay.addFlags(cmd, true)
+	f := cmd.Flags()
+	f.BoolVar(&o.strict, "strict", false, "count every failed allocation, scratch buffers a library could do without included")
+	f.IntVarP(&o.jobs, "jobs", "j", 0, "replays to run at once (default: the number of CPUs)")
+	f.StringVarP(&o.format, "format", "f", "table", "output format: "+strings.Join(report.FitFormats, ", "))
+	f.StringVarP(&o.out, "out", "o", "", "also write the JSON report to this `FILE`")
+	_ = cmd.RegisterFlagCompletionFunc("format", fixedCompletion(report.FitFormats...))
+	hideFlags(cmd, "touch", "check", "latency-sample", "stop-on-oom")
+}
+
+// check refuses, before anything is read, what a search cannot do with
+// path.
+func (o *searchFlags) check(cmd string, path string) error {
+	if !slices.Contains(report.FitFormats, o.format) {
+		return fmt.Errorf("unknown format %q (want one of %s)", o.format, strings.Join(report.FitFormats, ", "))
+	}
+	if o.jobs < 0 {
+		return fmt.Errorf("-j %d: want at least 1 replay at a time", o.jobs)
+	}
+	if path == "-" {
+		return fmt.Errorf("%s reads the trace onto a temporary tape and replays it many times: give a file, or save standard input to one", cmd)
+	}
+	return checkOutputs([]string{path}, "", o.out)
+}
+
+// fitOptions are one fit invocation's flags.
+type fitOptions struct {
+	searchFlags
+	max string
 }
 
 func newFitCmd(e *env) *cobra.Command {
@@ -67,15 +100,8 @@ one, which caching allocators need not do; every capacity tried is in -f json.`,
 			return runFit(cmd, e, o, args[0])
 		},
 	}
-	o.replay.addFlags(cmd, true)
-	f := cmd.Flags()
-	f.StringVar(&o.max, "max", "", "exit 1 when an allocator needs more than this `SIZE` (e.g. 24GiB)")
-	f.BoolVar(&o.strict, "strict", false, "count every failed allocation, scratch buffers a library could do without included")
-	f.IntVarP(&o.jobs, "jobs", "j", 0, "replays to run at once (default: the number of CPUs)")
-	f.StringVarP(&o.format, "format", "f", "table", "output format: "+strings.Join(report.FitFormats, ", "))
-	f.StringVarP(&o.out, "out", "o", "", "also write the JSON report to this `FILE`")
-	_ = cmd.RegisterFlagCompletionFunc("format", fixedCompletion(report.FitFormats...))
-	hideFlags(cmd, "touch", "check", "latency-sample", "stop-on-oom")
+	o.add(cmd)
+	cmd.Flags().StringVar(&o.max, "max", "", "exit 1 when an allocator needs more than this `SIZE` (e.g. 24GiB)")
 	return cmd
 }
 
@@ -95,9 +121,6 @@ func hideFlags(cmd *cobra.Command, names ...string) {
 }
 
 func runFit(cmd *cobra.Command, e *env, o *fitOptions, path string) error {
-	if !slices.Contains(report.FitFormats, o.format) {
-		return fmt.Errorf("unknown format %q (want one of %s)", o.format, strings.Join(report.FitFormats, ", "))
-	}
 	var maxBytes uint64
 	if o.max != "" {
 		var err error
@@ -105,13 +128,7 @@ func runFit(cmd *cobra.Command, e *env, o *fitOptions, path string) error {
 			return fmt.Errorf("--max %q: want a size such as 24GiB", o.max)
 		}
 	}
-	if o.jobs < 0 {
-		return fmt.Errorf("-j %d: want at least 1 replay at a time", o.jobs)
-	}
-	if path == "-" {
-		return fmt.Errorf("fit reads the trace onto a temporary tape and replays it many times: give a file, or save standard input to one")
-	}
-	if err := checkOutputs([]string{path}, "", o.out); err != nil {
+	if err := o.check("fit", path); err != nil {
 		return err
 	}
 	s, err := openSearch(cmd, e, &o.replay, path, !o.strict, o.jobs)
