@@ -334,7 +334,20 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 			st.ExpandableRanges = append(st.ExpandableRanges, k)
 		}
 	}
-	slices.SortFunc(st.ExpandableRanges, func(a, b trace.ExpandableRange) int { return cmp.Compare(a.Addr, b.Addr) })
+	// In a fixed order, whatever the map's: by address, then pool and
+	// stream (two keys may start at one address in a crafted snapshot).
+	slices.SortFunc(st.ExpandableRanges, func(a, b trace.ExpandableRange) int {
+		if c := cmp.Compare(a.Addr, b.Addr); c != 0 {
+			return c
+		}
+		if a.Small != b.Small {
+			if a.Small {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.Stream, b.Stream)
+	})
 	if err := inferSizes(startSegs, startBlocks, func(fn func(e *entry) bool) error {
 		err := s.eachEntry(ctx, dev, func(_ int64, e *entry) error {
 			if !fn(e) {
