@@ -74,42 +74,17 @@ func Load(ctx context.Context, src sim.Source, setup sim.Setup, specs []sim.Allo
 	cfg := t.config(specs)
 	cfg.Probe = true
 	cfg.Reread = nil // the tape is not written yet: a planner reads it after
+	var res []sim.Result
+	var err error
 	if hasPlanner(specs) {
 		// A planner must see the whole trace before its first
-		// allocation: read the trace onto the tape first.
-		for rec.Next() {
+		// allocation: the tape is filled first, then replayed.
+		if err = t.fill(ctx, rec); err == nil {
+			res, err = sim.Replay(ctx, t.tape.reader(), t.config(specs))
 		}
-		if err := rec.Err(); err != nil {
-			t.Close()
-			return nil, err
-		}
-		if err := t.tape.finish(); err != nil {
-			t.Close()
-			return nil, err
-		}
-		t.setSummary(src)
-		res, err := sim.Replay(ctx, t.tape.reader(), t.config(specs))
-		if err != nil {
-			t.Close()
-			return nil, err
-		}
-		t.Unlimited = res
-		return t, nil
-	}
-	res, err := sim.Replay(ctx, rec, cfg)
-	if err == nil {
+	} else if res, err = sim.Replay(ctx, rec, cfg); err == nil {
 		// A replay that failed stopped reading: the tape takes the rest.
-		for rec.Next() {
-			if rec.t.events%(1<<16) == 0 && ctx.Err() != nil {
-				break
-			}
-		}
-		if err = ctx.Err(); err == nil {
-			err = rec.Err()
-		}
-	}
-	if err == nil {
-		err = t.tape.finish()
+		err = t.fill(ctx, rec)
 	}
 	if err != nil {
 		t.Close()
@@ -118,6 +93,22 @@ func Load(ctx context.Context, src sim.Source, setup sim.Setup, specs []sim.Allo
 	t.setSummary(src)
 	t.Unlimited = res
 	return t, nil
+}
+
+// fill reads what is left of rec onto the tape, and ends the tape.
+func (t *Trace) fill(ctx context.Context, rec *recorder) error {
+	for rec.Next() {
+		if rec.t.events%(1<<16) == 0 && ctx.Err() != nil {
+			break
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := rec.Err(); err != nil {
+		return err
+	}
+	return t.tape.finish()
 }
 
 func (t *Trace) setSummary(src sim.Source) {
