@@ -404,7 +404,14 @@ func mtraceResult(st mtrace.Stats) importResult {
 // pytorchResult summarises a snapshot's conversion.
 func pytorchResult(st pytorch.Stats) importResult {
 	res := importResult{events: st.Events, allocs: st.Allocs, frees: st.Frees, peakLiveBytes: st.PeakLiveBytes}
-	res.notes = append(res.notes, fmt.Sprintf("device %d", st.Device))
+	res.notes = append(res.notes, deviceNote(st))
+	if c := st.DeviceChoice; len(c.Others) > 0 {
+		res.warnings = append(res.warnings, fmt.Sprintf("the snapshot has allocations on other devices too (%s), left out: pick one with --device",
+			joinInts(c.Others)))
+	}
+	if st.Allocs == 0 && st.StartAllocs == 0 {
+		res.warnings = append(res.warnings, fmt.Sprintf("device %d has no allocations in the snapshot: a replay of this trace does nothing", st.Device))
+	}
 	res.notes = countNote(res.notes, int64(st.StartAllocs),
 		"allocation live when the recording started", "allocations live when the recording started")
 	res.notes = countNote(res.notes, int64(st.StartSegments), "segment held then", "segments held then")
@@ -428,6 +435,27 @@ func pytorchResult(st pytorch.Stats) importResult {
 		res.warnings = append(res.warnings, "dropped: "+r)
 	}
 	return res
+}
+
+// deviceNote says which device was converted, and why when the snapshot
+// has several.
+func deviceNote(st pytorch.Stats) string {
+	c := st.DeviceChoice
+	switch {
+	case c.Asked || c.Devices <= 1:
+		return fmt.Sprintf("device %d", st.Device)
+	case c.Allocs == 0:
+		return fmt.Sprintf("device %d of %d, none with allocations", st.Device, c.Devices)
+	}
+	return fmt.Sprintf("device %d of %d, the one with the most allocations (%s)", st.Device, c.Devices, report.Count(c.Allocs))
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
 }
 
 // settingsText lists recorded settings that are options of their

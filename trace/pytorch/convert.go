@@ -31,7 +31,8 @@ type Options struct {
 
 // Stats describe a conversion.
 type Stats struct {
-	Device int
+	Device       int
+	DeviceChoice DeviceChoice
 	// Events counts the events written, header aside.
 	Events, Allocs, Frees int64
 	// StartSegments and StartAllocs are the segments and allocations live
@@ -116,26 +117,83 @@ type op struct {
 	noAddr bool // an alloc the recording failed: it has no address, and is never live
 }
 
-func (s *snapshot) pickDevice(want int) (int, error) {
+// pickDevice picks the device to convert: want, or with want < 0 the one
+// with the most trace entries (the lowest on a tie), unless it has no
+// allocation, in its trace or in its segments when the snapshot was taken,
+// and another device has: then the one with the most allocations. A
+// device whose trace holds only a "snapshot" marker is passed over for
+// the one that allocates.
+func (s *snapshot) pickDevice(ctx context.Context, want int) (int, DeviceChoice, error) {
 	if want >= 0 {
 		if want >= len(s.traces) && !s.hasSegmentsOn(want) {
-			return 0, fmt.Errorf("--device %d: the snapshot has traces for %d devices and no segments on device %d", want, len(s.traces), want)
+			return 0, DeviceChoice{}, fmt.Errorf("--device %d: the snapshot has traces for %d devices and no segments on device %d", want, len(s.traces), want)
 		}
-		return want, nil
+		return want, DeviceChoice{Asked: true}, nil
 	}
-	best, n := 0, int64(-1)
+	allocs := map[int]int64{}
 	for d := range s.traces {
-		if l := s.traceLen(d); l > n {
-			best, n = d, l
+		if s.traceLen(d) == 0 {
+			continue
+		}
+		// An entry this walk cannot decode ends the count of its device
+		// only: the device converted reports its own errors.
+		_ = s.eachEntry(ctx, d, func(_ int64, e *entry) error {
+			if e.action == actAlloc {
+				allocs[d]++
+			}
+			return nil
+		})
+		if err := ctx.Err(); err != nil {
+			return 0, DeviceChoice{}, err
 		}
 	}
-	if n <= 0 {
-		// No trace at all: the device of the first segment, for a start state.
-		for _, seg := range s.segments {
-			return int(seg.device), nil
+	for _, seg := range s.segments {
+		for _, b := range seg.blocks {
+			if strings.HasPrefix(b.state, "active") {
+				allocs[int(seg.device)]++
+			}
 		}
 	}
-	return best, nil
+	devices := make([]int, 0, len(allocs)+len(s.traces))
+	for d := range s.traces {
+		devices = append(devices, d)
+	}
+	for _, seg := range s.segments {
+		devices = append(devices, int(seg.device))
+	}
+	slices.Sort(devices)
+	devices = slices.Compact(devices)
+	if len(devices) == 0 {
+		return 0, DeviceChoice{}, nil
+	}
+	best := devices[0]
+	for _, d := range devices {
+		if s.traceLen(d) > s.traceLen(best) {
+			best = d
+		}
+	}
+	if allocs[best] == 0 {
+		for _, d := range devices {
+			if allocs[d] > allocs[best] {
+				best = d
+			}
+		}
+	}
+	c := DeviceChoice{Devices: len(devices), Allocs: allocs[best]}
+	for _, d := range devices {
+		if d != best && allocs[d] > 0 {
+			c.Others = append(c.Others, d)
+		}
+	}
+	return best, c, nil
+}
+
+// DeviceChoice says how the converted device was picked.
+type DeviceChoice struct {
+	Asked   bool  // by Options.Device
+	Devices int   // devices the snapshot has a trace or segments for
+	Allocs  int64 // allocations on the device picked: its trace's and its segments' at the end
+	Others  []int // other devices with allocations, left out
 }
 
 func (s *snapshot) hasSegmentsOn(dev int) bool {
@@ -155,11 +213,11 @@ var errStopWalk = errors.New("stop")
 // write converts the chosen device's trace, walking it three times: to
 // find the start state, to infer block sizes, and to write it.
 func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Stats, error) {
-	dev, err := s.pickDevice(opt.Device)
+	dev, choice, err := s.pickDevice(ctx, opt.Device)
 	if err != nil {
 		return Stats{}, err
 	}
-	st := Stats{Device: dev}
+	st := Stats{Device: dev, DeviceChoice: choice}
 
 	// Walk the trace once: what it allocates and frees, and what it frees
 	// without having allocated (orphans, live at its start).

@@ -433,3 +433,20 @@ func TestStartStateRanges(t *testing.T) {
 		{lo: 440 * mb, hi: 442 * mb, small: true},
 	}, got)
 }
+
+// TestDeviceChoiceFollowsAllocations: a snapshot whose device 0 trace holds
+// only the snapshot marker, and whose allocations are all in device 1's
+// segments, converts device 1 and says so.
+func TestDeviceChoiceFollowsAllocations(t *testing.T) {
+	const snap = `{"segments": [{"device": 1, "address": 4194304, "total_size": 2097152, "stream": 0, "segment_type": "large",
+  "blocks": [{"address": 4194304, "size": 1048576, "requested_size": 1000000, "state": "active_allocated"},
+             {"address": 5242880, "size": 1048576, "requested_size": 0, "state": "inactive"}]}],
+ "device_traces": [[{"action": "snapshot", "addr": 0, "size": 0, "stream": 0, "time_us": 10}], []]}`
+	var buf bytes.Buffer
+	st, err := Convert(context.Background(), strings.NewReader(snap), trace.NewWriter(&buf), Options{Device: -1})
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.Device)
+	assert.Equal(t, DeviceChoice{Devices: 2, Allocs: 1}, st.DeviceChoice)
+	assert.Equal(t, 1, st.StartAllocs)
+	assert.Contains(t, buf.String(), `{"op":"alloc","id":1,"size":1048576`)
+}
