@@ -8,7 +8,7 @@ import (
 // Most lines of a large trace are allocs and frees exactly as Writer (and so
 // every importer and generator) writes them:
 //
-//	{"op":"alloc","id":7,"size":4096,"t":12,"stream":0,"tag":"matmul","addr":140737488355328}
+//	{"op":"alloc","id":7,"size":4096,"t":12,"stream":0,"tag":"matmul","stack":3,"addr":140737488355328}
 //	{"op":"free","id":7,"t":30}
 //
 // decodeCanonical reads those lines in one pass with no key lookups; any
@@ -24,6 +24,7 @@ var (
 	canonAddr  = newCanonKey(`,"addr":`)
 	canonT     = newCanonKey(`,"t":`)
 	canonStrm  = newCanonKey(`,"stream":`)
+	canonStack = newCanonKey(`,"stack":`)
 )
 
 // canonKey is a piece of a canonical line's fixed text, with its first
@@ -121,6 +122,13 @@ func (d *decoder) canonical(ev *Event, line []byte) (int, bool) {
 			}
 			ev.Tag = d.intern(line[start:i])
 			i++
+		}
+		if canonStack.at(line, i) {
+			var stack uint64
+			if stack, i, ok = canonUint(line, i+len(canonStack.text)); !ok || stack > 1<<32-1 {
+				return 0, false
+			}
+			ev.Stack = uint32(stack)
 		}
 		if canonAddr.at(line, i) {
 			var addr uint64

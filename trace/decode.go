@@ -66,6 +66,7 @@ const (
 	hasSize
 	hasName
 	hasHeaderKey
+	hasFrames
 )
 
 // decoder turns event lines into Events. It holds the scratch buffers and
@@ -111,8 +112,12 @@ func (d *decoder) scanEvent(ev *Event, line []byte) (msg string, ok bool) {
 		fields         uint8
 		opStart, opEnd int // the raw text of the last op, without quotes
 		opEsc          bool
-		i              = skipWS(line, 0)
-		n              = len(line)
+		// A frame's file and line, a stack's frames: kept aside until the
+		// op says the line is one.
+		frameFile, frameIDs string
+		frameLine           uint64
+		i                   = skipWS(line, 0)
+		n                   = len(line)
 	)
 	if i >= n || line[i] != '{' {
 		return "", false
@@ -235,6 +240,25 @@ func (d *decoder) scanEvent(ev *Event, line []byte) (msg string, ok bool) {
 				var s []byte
 				s, i, msg, ok = d.stringValue(line, i, "name")
 				ev.Name = d.intern(s)
+			case keyStack:
+				var v uint64
+				v, i, msg, ok = uintValue(line, i, "stack")
+				if msg == "" && v > math.MaxUint32 {
+					msg = fmt.Sprintf("stack %d is too large (stack ids must be < 2^32)", v)
+				}
+				ev.Stack = uint32(v)
+			case keyFile:
+				var s []byte
+				s, i, msg, ok = d.stringValue(line, i, "file")
+				frameFile = d.intern(s)
+			case keyLine:
+				frameLine, i, msg, ok = uintValue(line, i, "line")
+				if msg == "" && frameLine >= maxID {
+					msg = fmt.Sprintf("line %d is too large", frameLine)
+				}
+			case keyFrames:
+				fields |= hasFrames
+				frameIDs, i, msg, ok = d.framesValue(line, i)
 			case keyHeader:
 				fields |= hasHeaderKey
 				i, ok = skipValue(line, i)
@@ -327,8 +351,26 @@ end:
 		if ev.Flags&HasAddr == 0 {
 			return `release without required field "addr"`, true
 		}
+	case "frame":
+		ev.Op = OpFrame
+		if fields&hasID == 0 {
+			return `frame without required field "id"`, true
+		}
+		ev.Tag, ev.Size = frameFile, frameLine
+	case "stack":
+		ev.Op = OpStack
+		if fields&hasID == 0 {
+			return `stack without required field "id"`, true
+		}
+		if fields&hasFrames == 0 {
+			return `stack without required field "frames"`, true
+		}
+		ev.Tag = frameIDs
 	default:
-		return fmt.Sprintf("unknown op %q (want alloc, free, step, mark, reserve or release)", opText), true
+		return fmt.Sprintf("unknown op %q (%s)", opText, wantOps), true
+	}
+	if ev.Op != OpAlloc {
+		ev.Stack = 0
 	}
 	return "", true
 }
@@ -346,6 +388,10 @@ const (
 	keyStream
 	keyTag
 	keyName
+	keyStack
+	keyFile
+	keyLine
+	keyFrames
 	keyHeader // bfcsim_trace
 )
 
@@ -375,6 +421,20 @@ func matchKey(line []byte, i int) (int, int) {
 		}
 		if w&m7 == wStream {
 			return i + 7, keyStream
+		}
+		if w&m6 == wStack {
+			return i + 6, keyStack
+		}
+	case 'f':
+		if w&m5 == wFile {
+			return i + 5, keyFile
+		}
+		if w&m7 == wFrames {
+			return i + 7, keyFrames
+		}
+	case 'l':
+		if w&m5 == wLine {
+			return i + 5, keyLine
 		}
 	case 't':
 		if w&m2 == wT {
@@ -414,6 +474,10 @@ const (
 	wAlign  = 'a' | 'l'<<8 | 'i'<<16 | 'g'<<24 | 'n'<<32 | '"'<<40
 	wName   = 'n' | 'a'<<8 | 'm'<<16 | 'e'<<24 | '"'<<32
 	wBlock  = 'b' | 'l'<<8 | 'o'<<16 | 'c'<<24 | 'k'<<32 | '"'<<40
+	wStack  = 's' | 't'<<8 | 'a'<<16 | 'c'<<24 | 'k'<<32 | '"'<<40
+	wFile   = 'f' | 'i'<<8 | 'l'<<16 | 'e'<<24 | '"'<<32
+	wFrames = 'f' | 'r'<<8 | 'a'<<16 | 'm'<<24 | 'e'<<32 | 's'<<40 | '"'<<48
+	wLine   = 'l' | 'i'<<8 | 'n'<<16 | 'e'<<24 | '"'<<32
 )
 
 // matchKeyShort is matchKey near the end of the line.
@@ -423,7 +487,8 @@ func matchKeyShort(line []byte, i int) (int, int) {
 		text string
 		code int
 	}{{`op"`, keyOp}, {`id"`, keyID}, {`size"`, keySize}, {`stream"`, keyStream}, {`t"`, keyT},
-		{`tag"`, keyTag}, {`addr"`, keyAddr}, {`align"`, keyAlign}, {`name"`, keyName}, {`block"`, keyBlock}} {
+		{`tag"`, keyTag}, {`addr"`, keyAddr}, {`align"`, keyAlign}, {`name"`, keyName}, {`block"`, keyBlock},
+		{`stack"`, keyStack}, {`file"`, keyFile}, {`line"`, keyLine}, {`frames"`, keyFrames}} {
 		if hasPrefix(rest, k.text) {
 			return i + len(k.text), k.code
 		}
@@ -454,6 +519,14 @@ func keyCode(k []byte) int {
 		return keyTag
 	case "name":
 		return keyName
+	case "stack":
+		return keyStack
+	case "file":
+		return keyFile
+	case "line":
+		return keyLine
+	case "frames":
+		return keyFrames
 	case "bfcsim_trace":
 		return keyHeader
 	}
@@ -538,6 +611,42 @@ func streamValue(line []byte, i int) (v int64, end int, msg string, ok bool) {
 		return 0, end, "", false
 	}
 	return 0, end, "stream must be an integer, found " + valueText(line[i:end]), true
+}
+
+// wantOps lists the ops, for the message about one that is not.
+const wantOps = "want alloc, free, step, mark, reserve, release, frame or stack"
+
+// framesValue decodes a stack's frames, an array of frame ids, whose value
+// starts at line[i]; it returns them encoded as the Reader takes them
+// (encodeFrameIDs).
+func (d *decoder) framesValue(line []byte, i int) (ids string, end int, msg string, ok bool) {
+	if end, ok = skipValue(line, i); !ok {
+		return "", end, "", false
+	}
+	if line[i] != '[' {
+		return "", end, "frames must be an array of frame ids, found " + typeName(line[i]), true
+	}
+	buf := d.valBuf[:0]
+	n := 0
+	for j := skipWS(line, i+1); j < end && line[j] != ']'; {
+		var v uint64
+		if v, j, msg, _ = uintValue(line, j, "a frame id"); msg != "" {
+			return "", end, msg, true
+		}
+		if v == 0 || v > math.MaxUint32 {
+			return "", end, fmt.Sprintf("frame id %d out of range (frame ids are 1 to 2^32-1)", v), true
+		}
+		if n++; n > MaxStackDepth {
+			return "", end, fmt.Sprintf("a stack lists more than %d frames", MaxStackDepth), true
+		}
+		buf = encodeFrameIDs(buf, uint32(v))
+		j = skipWS(line, j)
+		if j < end && line[j] == ',' {
+			j = skipWS(line, j+1)
+		}
+	}
+	d.valBuf = buf
+	return string(buf), end, "", true
 }
 
 // stringValue decodes the string field name whose value starts at line[i].

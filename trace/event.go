@@ -16,6 +16,10 @@ const (
 	OpMark                  // a free-form annotation
 	OpReserve               // a device-level reservation the recorded program made; informational
 	OpRelease               // the matching device-level release; informational
+	// OpFrame and OpStack define the stack table (stacks.go). The Reader
+	// keeps them and hands on no event for them.
+	OpFrame
+	OpStack
 )
 
 var opNames = [...]string{
@@ -25,6 +29,8 @@ var opNames = [...]string{
 	OpMark:    "mark",
 	OpReserve: "reserve",
 	OpRelease: "release",
+	OpFrame:   "frame",
+	OpStack:   "stack",
 }
 
 // String returns the op's name as it is spelled in a trace.
@@ -81,6 +87,9 @@ type Event struct {
 	Stream int64
 	// Tag is the alloc's tensor or op name; Name is the label of a step or mark.
 	Tag, Name string
+	// Stack is the alloc's call stack in the trace's stack table
+	// (Reader.Stacks), or 0.
+	Stack uint32
 	// Slot is a dense index for the allocation named by an alloc or free,
 	// unique among live allocations and reused after a free. The Reader sets
 	// it; the Writer ignores it.

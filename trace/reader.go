@@ -43,6 +43,10 @@ const maxInternedTags = 1 << 16
 // ReaderOption configures a Reader.
 type ReaderOption func(*Reader)
 
+// TrackCallSites makes the Reader keep, by call site, the bytes live at the
+// trace's peak (PeakCallSites).
+func TrackCallSites() ReaderOption { return func(r *Reader) { r.sites = newSiteCounter() } }
+
 // SkipInvalid makes the Reader count and skip invalid lines instead of
 // stopping at the first one. Skipped lines change no state: an alloc that was
 // skipped leaves its id not live, a skipped free leaves its id live.
@@ -75,7 +79,12 @@ type liveAlloc struct {
 	line int64
 	// refused: the recording failed it (RecordedOOMMark); not live.
 	refused bool
+	site    uint32 // its call site's key, with TrackCallSites
 }
+
+// msgDefinition is what apply returns for a line that defined a frame or a
+// stack: valid, and no event to hand on.
+const msgDefinition = "\x00definition"
 
 // Reader reads a v1 trace as a stream of Events. It is shaped like
 // bufio.Scanner: call Next until it returns false, then Err.
@@ -110,6 +119,8 @@ type Reader struct {
 	// oomNext: a RecordedOOMMark mark came last, before any alloc.
 	oomNext  bool
 	nextSlot uint32
+	stacks   StackTable
+	sites    *siteCounter // with TrackCallSites
 }
 
 // NewReader returns a Reader of the trace in rd. name is used in error
@@ -179,7 +190,7 @@ func (r *Reader) Next() bool {
 			msg = r.apply(&ev)
 		}
 		if msg != "" {
-			if r.invalid(msg, r.lineNo) {
+			if msg != msgDefinition && r.invalid(msg, r.lineNo) {
 				return false
 			}
 			continue
@@ -214,7 +225,7 @@ func (r *Reader) nextDecoded() *Event {
 		}
 		ev, msg := r.checkNext(c)
 		if msg != "" {
-			if r.invalid(msg, ev.Line) {
+			if msg != msgDefinition && r.invalid(msg, ev.Line) {
 				return nil
 			}
 			continue
@@ -327,7 +338,7 @@ func (r *Reader) NextLent() Lent {
 			i := r.at
 			ev, msg := r.checkNext(c)
 			if msg != "" {
-				if r.invalid(msg, ev.Line) {
+				if msg != msgDefinition && r.invalid(msg, ev.Line) {
 					break
 				}
 				continue
@@ -380,6 +391,10 @@ func (r *Reader) Event() Event { return r.ev }
 // line, or an I/O or decompression error wrapped with the trace's name. It is
 // nil at a clean end of the trace.
 func (r *Reader) Err() error { return r.err }
+
+// Stacks returns the trace's stack table as read so far. It grows while
+// the trace is read: read it once the Reader is done.
+func (r *Reader) Stacks() *StackTable { return &r.stacks }
 
 // Summary returns the counts and sizes of what has been read so far.
 func (r *Reader) Summary() Summary { return r.sum }
@@ -499,6 +514,18 @@ func isBlank(line []byte) bool {
 // it is valid, updates that state and annotates ev. It changes nothing when
 // it returns a reason.
 func (r *Reader) apply(ev *Event) string {
+	switch ev.Op {
+	case OpFrame:
+		if msg := r.stacks.addFrame(ev.ID, Frame{Name: ev.Name, File: ev.Tag, Line: int64(ev.Size)}); msg != "" {
+			return msg
+		}
+		return msgDefinition
+	case OpStack:
+		if msg := r.stacks.addStack(ev.ID, ev.Tag); msg != "" {
+			return msg
+		}
+		return msgDefinition
+	}
 	if ev.Flags&HasT != 0 {
 		if r.sum.HasT && ev.T < r.sum.LastT {
 			return fmt.Sprintf("t %s is before the previous event's t %s (t must not decrease)",
@@ -507,6 +534,12 @@ func (r *Reader) apply(ev *Event) string {
 	}
 	switch ev.Op {
 	case OpAlloc:
+		if ev.Stack != 0 && int(ev.Stack) > r.stacks.NumStacks() {
+			if r.stacks.dropped == 0 {
+				return fmt.Sprintf("alloc names stack %d, which is not defined (a stack is defined by a stack line before its first use)", ev.Stack)
+			}
+			ev.Stack = 0 // past the table's bounds: the tag stands alone
+		}
 		if r.sum.LiveBytes+ev.Size < r.sum.LiveBytes {
 			if slot, ok := r.live.get(ev.ID); ok {
 				return dupAlloc(ev.ID, r.slots.At(slot).line)
@@ -522,7 +555,8 @@ func (r *Reader) apply(ev *Event) string {
 		refused := r.oomNext
 		r.oomNext = false
 		r.slots.Grow(ev.Slot)
-		*r.slots.At(ev.Slot) = liveAlloc{size: ev.Size, line: ev.Line, refused: refused}
+		la := r.slots.At(ev.Slot)
+		*la = liveAlloc{size: ev.Size, line: ev.Line, refused: refused}
 		s := &r.sum
 		s.Allocs++
 		if ev.Size == 0 {
@@ -532,6 +566,9 @@ func (r *Reader) apply(ev *Event) string {
 		s.PeakLiveAllocs = max(s.PeakLiveAllocs, s.LiveAllocs)
 		if !refused {
 			s.LiveBytes += ev.Size
+			if r.sites != nil {
+				la.site = r.sites.alloc(ev, s.LiveBytes > s.PeakLiveBytes)
+			}
 			s.PeakLiveBytes = max(s.PeakLiveBytes, s.LiveBytes)
 		}
 		s.TotalAllocBytes = satAdd(s.TotalAllocBytes, ev.Size)
@@ -549,6 +586,9 @@ func (r *Reader) apply(ev *Event) string {
 		r.sum.LiveAllocs--
 		if !a.refused {
 			r.sum.LiveBytes -= a.size
+			if r.sites != nil {
+				r.sites.free(a.site, a.size)
+			}
 		}
 	case OpStep:
 		r.sum.Steps++

@@ -101,6 +101,9 @@ func (r *refDecoder) decode(line []byte) (Event, string) {
 		msg                                   string
 		opText                                []byte
 		hasOp, hasID, hasSize, hasName, isHdr bool
+		hasFrames                             bool
+		frameFile, frameIDs                   string
+		frameLine                             uint64
 	)
 	obj.Visit(func(key []byte, f *fastjson.Value) {
 		if msg != "" {
@@ -160,6 +163,28 @@ func (r *refDecoder) decode(line []byte) (Event, string) {
 				msg = fmt.Sprintf("name must be a string, found %s", f.Type())
 			}
 			ev.Name = r.intern(b)
+		case "stack":
+			var v uint64
+			v, msg = refUintField(f, "stack")
+			if msg == "" && v > math.MaxUint32 {
+				msg = fmt.Sprintf("stack %d is too large (stack ids must be < 2^32)", v)
+			}
+			ev.Stack = uint32(v)
+		case "file":
+			var b []byte
+			b, err = f.StringBytes()
+			if err != nil {
+				msg = fmt.Sprintf("file must be a string, found %s", f.Type())
+			}
+			frameFile = r.intern(b)
+		case "line":
+			frameLine, msg = refUintField(f, "line")
+			if msg == "" && frameLine >= maxID {
+				msg = fmt.Sprintf("line %d is too large", frameLine)
+			}
+		case "frames":
+			hasFrames = true
+			frameIDs, msg = refFrames(f)
 		case "bfcsim_trace":
 			isHdr = true
 		}
@@ -175,7 +200,7 @@ func (r *refDecoder) decode(line []byte) (Event, string) {
 	}
 	op, ok := ParseOp(string(opText))
 	if !ok {
-		return ev, fmt.Sprintf("unknown op %q (want alloc, free, step, mark, reserve or release)", opText)
+		return ev, fmt.Sprintf("unknown op %q (want alloc, free, step, mark, reserve, release, frame or stack)", opText)
 	}
 	ev.Op = op
 	need := func(has bool, field string) string {
@@ -198,8 +223,40 @@ func (r *refDecoder) decode(line []byte) (Event, string) {
 		msg = refFirstOf(need(ev.Flags&HasAddr != 0, "addr"), need(hasSize, "size"))
 	case OpRelease:
 		msg = need(ev.Flags&HasAddr != 0, "addr")
+	case OpFrame:
+		msg = need(hasID, "id")
+		ev.Tag, ev.Size = frameFile, frameLine
+	case OpStack:
+		msg = refFirstOf(need(hasID, "id"), need(hasFrames, "frames"))
+		ev.Tag = frameIDs
+	}
+	if op != OpAlloc {
+		ev.Stack = 0
 	}
 	return ev, msg
+}
+
+// refFrames decodes a stack's frames as the decoder hands them on.
+func refFrames(f *fastjson.Value) (string, string) {
+	a, err := f.Array()
+	if err != nil {
+		return "", fmt.Sprintf("frames must be an array of frame ids, found %s", f.Type())
+	}
+	var buf []byte
+	for i, el := range a {
+		v, msg := refUintField(el, "a frame id")
+		if msg != "" {
+			return "", msg
+		}
+		if v == 0 || v > math.MaxUint32 {
+			return "", fmt.Sprintf("frame id %d out of range (frame ids are 1 to 2^32-1)", v)
+		}
+		if i >= MaxStackDepth {
+			return "", fmt.Sprintf("a stack lists more than %d frames", MaxStackDepth)
+		}
+		buf = encodeFrameIDs(buf, uint32(v))
+	}
+	return string(buf), ""
 }
 
 func refFirstOf(msgs ...string) string {

@@ -99,6 +99,9 @@ func AppendEvent(dst []byte, ev Event) []byte {
 		if ev.Tag != "" {
 			b = appendString(append(b, `,"tag":`...), ev.Tag)
 		}
+		if ev.Stack != 0 {
+			b = strconv.AppendUint(append(b, `,"stack":`...), uint64(ev.Stack), 10)
+		}
 		if ev.Flags&HasAddr != 0 {
 			b = strconv.AppendUint(append(b, `,"addr":`...), ev.Addr, 10)
 		}
@@ -111,6 +114,37 @@ func AppendEvent(dst []byte, ev Event) []byte {
 		}
 	}
 	return append(b, '}')
+}
+
+// WriteFrame defines frame id of the stack table; frames are numbered 1,
+// 2, 3, … in the order they are written.
+func (w *Writer) WriteFrame(id uint32, f Frame) error {
+	b := strconv.AppendUint(append(w.buf[:0], `{"op":"frame","id":`...), uint64(id), 10)
+	if f.Name != "" {
+		b = appendString(append(b, `,"name":`...), f.Name)
+	}
+	if f.File != "" {
+		b = appendString(append(b, `,"file":`...), f.File)
+	}
+	if f.Line > 0 {
+		b = strconv.AppendInt(append(b, `,"line":`...), f.Line, 10)
+	}
+	return w.writeLine(append(b, '}'))
+}
+
+// WriteStack defines stack id of the stack table: the frames it lists,
+// innermost first, each defined before. Stacks are numbered 1, 2, 3, … in
+// the order they are written.
+func (w *Writer) WriteStack(id uint32, frames []uint32) error {
+	b := strconv.AppendUint(append(w.buf[:0], `{"op":"stack","id":`...), uint64(id), 10)
+	b = append(b, `,"frames":[`...)
+	for i, f := range frames {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendUint(b, uint64(f), 10)
+	}
+	return w.writeLine(append(b, "]}"...))
 }
 
 func (w *Writer) writeLine(b []byte) error {
