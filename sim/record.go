@@ -675,7 +675,28 @@ func (r *recorder) finish(events int64) (*Timeline, *Memmap, *Layout) {
 // reservations to the recorder.
 type recordingSpace struct {
 	allocators.Space
-	rec *recQueue
+	rec regionObserver
+}
+
+// regionObserver is told of each reservation and release a space makes.
+type regionObserver interface {
+	reserve(addr, n uint64)
+	release(addr, n uint64)
+}
+
+// regionObservers tells each of several.
+type regionObservers []regionObserver
+
+func (os regionObservers) reserve(addr, n uint64) {
+	for _, o := range os {
+		o.reserve(addr, n)
+	}
+}
+
+func (os regionObservers) release(addr, n uint64) {
+	for _, o := range os {
+		o.release(addr, n)
+	}
 }
 
 func (s recordingSpace) Reserve(n uint64) (uint64, error) {

@@ -117,6 +117,10 @@ type Result struct {
 	// with Config.PeakSnapshots.
 	PeakSnapshot *bfcdump.Snapshot
 
+	// Held is what the reserved bytes held at their peak, by call site;
+	// nil for a probe (Config.Probe) or when nothing was reserved.
+	Held *PeakHeld
+
 	// Timeline, Memmap and Layout are the series plots are drawn from; only
 	// with Config.Record. Layout is nil if the trace ended before the event
 	// asked for.
@@ -223,6 +227,7 @@ const checkEvery = 4096
 
 // runner replays events against one allocator.
 type runner struct {
+	held     *heldTracker // nil for a probe
 	name     string
 	alloc    allocators.Allocator
 	space    allocators.Space         // the real space, for stats
@@ -330,6 +335,11 @@ func newRunner(spec AllocatorSpec, cfg Config) (*runner, error) {
 		r.chk = newChecker(spec.Name, sp)
 		under = checkedSpace{Space: sp, c: r.chk}
 	}
+	var observers regionObservers
+	if !cfg.Probe {
+		r.held = newHeldTracker(sp.Granule())
+		observers = append(observers, r.held)
+	}
 	if cfg.Record != nil {
 		rc, err := cfg.Record.withDefaults()
 		if err != nil {
@@ -338,7 +348,14 @@ func newRunner(spec AllocatorSpec, cfg Config) (*runner, error) {
 		}
 		r.rec = newRecQueue(newRecorder(rc, sp.Granule()))
 		r.closers = append(r.closers, r.rec.stop)
-		under = recordingSpace{Space: under, rec: r.rec}
+		observers = append(observers, r.rec)
+	}
+	switch len(observers) {
+	case 0:
+	case 1:
+		under = recordingSpace{Space: under, rec: observers[0]}
+	default:
+		under = recordingSpace{Space: under, rec: observers}
 	}
 	opts, fromRec := withRecorded(spec, cfg.Recorded)
 	whatIf, err := whatIfOptions(spec, cfg.Recorded, opts, cfg.Space.Capacity)
@@ -472,6 +489,9 @@ func (r *runner) apply(events []trace.Event, first int64) error {
 		if r.rec != nil {
 			r.rec.now = i
 		}
+		if r.held != nil {
+			r.held.now = i
+		}
 		switch ev.Op {
 		case trace.OpAlloc:
 			if r.scratchPending {
@@ -535,7 +555,11 @@ func (r *runner) apply(events []trace.Event, first int64) error {
 			}
 			continue
 		}
+		peakBefore := r.result.PeakReservedBytes
 		reserved, frag := r.observe()
+		if r.held != nil && r.result.PeakReservedBytes > peakBefore {
+			r.held.peak(i, ev.Line)
+		}
 		if r.rec != nil {
 			r.rec.after(i, ev.Line, r.live, r.inUse, reserved, frag, r.result.FailedAllocs > failed)
 		}
@@ -640,6 +664,13 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 		}
 		r.rec.alloc(ev.Slot, at, ev.Size, ev.Tag, ev.ID, ev.Line)
 	}
+	if r.held != nil {
+		at := b
+		if r.extent != nil {
+			at.Addr, at.Size = r.extent.Extent(b)
+		}
+		r.held.alloc(ev.Slot, at, ev.Size, ev.Tag, ev.Stack)
+	}
 	// observe has not yet seen this allocation: the result still holds the
 	// peak before it.
 	if r.inUse > r.result.PeakInUseBytes {
@@ -707,6 +738,9 @@ func (r *runner) doFree(ev *trace.Event, i int64) error {
 	r.inUse -= b.Size
 	if r.rec != nil {
 		r.rec.free(ev.Slot, ev.Line)
+	}
+	if r.held != nil {
+		r.held.free(ev.Slot)
 	}
 	r.emit(i, ev, b, true)
 	return nil
@@ -913,6 +947,10 @@ func (r *runner) finish() error {
 		res.Timeline, res.Memmap, res.Layout = r.rec.finish(res.Events)
 		r.rec = nil
 		debug.FreeOSMemory()
+	}
+	if r.held != nil {
+		res.Held = r.held.finish()
+		r.held = nil
 	}
 	r.takePeakSnapshot()
 	if r.peakUnsaved {

@@ -302,15 +302,16 @@ func autogradNode(name string) (string, bool) {
 	return node, true
 }
 
-// atenOp reads "at::_ops::mm::call(…)" as "mm".
+// atenOp reads "at::_ops::mm::call(…)" as "mm"; the empty tensors every
+// operator allocates through are passed over.
 func atenOp(name string) (string, bool) {
 	rest, ok := strings.CutPrefix(name, "at::_ops::")
 	if !ok {
 		return "", false
 	}
 	op, _, ok := strings.Cut(rest, "::call(")
-	if !ok || op == "" || strings.ContainsAny(op, "()<>: ") {
-		return "", false
+	if !ok || op == "" || strings.ContainsAny(op, "()<>: ") || strings.HasPrefix(op, "empty") || strings.HasPrefix(op, "new_empty") {
+		return "", false // the allocation itself: the operator that asked for it is further out
 	}
 	return op, true
 }

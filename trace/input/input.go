@@ -101,6 +101,9 @@ type Options struct {
 	// Allocator picks the allocator of a TensorFlow capture ("GPU_0_bfc");
 	// "" takes the only one.
 	Allocator string
+	// Frames says which frames of a recorded stack are the program's own,
+	// for the call site an allocation is tagged with.
+	Frames trace.FrameRule
 }
 
 // Detect names the format of an input from its first bytes (decompressed),
@@ -445,7 +448,7 @@ func Convert(ctx context.Context, f Format, r io.Reader, file string, w *trace.W
 	r = trace.ContextReader(ctx, r)
 	switch f {
 	case PyTorch:
-		st, err := pytorch.Convert(ctx, r, w, pytorch.Options{Name: opt.Name, Device: opt.Device, TempDir: opt.TempDir})
+		st, err := pytorch.Convert(ctx, r, w, pytorch.Options{Name: opt.Name, Device: opt.Device, TempDir: opt.TempDir, Frames: opt.Frames})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}

@@ -1,9 +1,12 @@
 package pytorch
 
 import (
+	"encoding/binary"
+	"slices"
+
 	"errors"
 	"fmt"
-	"path"
+	"github.com/bfcsim/bfcsim/trace"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -21,13 +24,14 @@ import (
 //     the trace. Anything else placed in a list is a record of one value.
 //   - A dict with only a frame's keys (filename, name, line) placed in a
 //     list is a frame: it is interned once, by content, and the list keeps
-//     the two frames a tag is made from (its first, and its first Python
-//     one). A frames list placed in a dict becomes its tag, once per list
-//     object, however many entries share it.
+//     its id (up to trace.MaxStackDepth of them). A frames list placed in
+//     a dict becomes its tag, once per list object, however many entries
+//     share it: the stack, interned by its frames, and the call site it
+//     names (trace.FrameRule).
 //   - A dict with no key the importer reads is written wherever it is
 //     placed (it may be shared: a frame with only unknown keys).
-//   - A list keeps a count, its chain of records and the two frames of
-//     its tag; a dict placed in a dict (the top level, a segment's
+//   - A list keeps a count, its chain of records and the frames of its
+//     tag; a dict placed in a dict (the top level, a segment's
 //     allocator settings) keeps its known fields.
 //
 // A container is sealed when it is placed: Python's pickler writes every
@@ -162,11 +166,11 @@ type dictNode struct {
 func (d *dictNode) reduced() bool { return d.spooled || d.frame != 0 || d.empty }
 
 type listNode struct {
-	n          int64  // items placed
-	last       int64  // index of the last item written to the spool, or -1
-	head, tail int32  // the list's chain in the spool, or -1
-	first, py  uint32 // frame id + 1 of the first dict placed and of the first from a .py file
-	memo       uint32 // memo index + 1, or 0
+	n          int64    // items placed
+	last       int64    // index of the last item written to the spool, or -1
+	head, tail int32    // the list's chain in the spool, or -1
+	stk        []uint32 // ids of the frames placed, innermost first, up to trace.MaxStackDepth
+	memo       uint32   // memo index + 1, or 0
 	gen        uint32
 	refs       int32  // copies on the reader's stack
 	tag        uint32 // reduced to a tag (a frames list placed in a dict): its id + 1
@@ -185,10 +189,11 @@ type frame struct {
 	line       value
 }
 
-// tag is what a frames list is reduced to: the text that names an
-// allocation, or the reason it could not be made.
+// tag is what a frames list is reduced to: its stack, the call site that
+// names an allocation, or the reason it could not be made.
 type tag struct {
 	text, err string
+	frames    []uint32 // frame ids, innermost first
 }
 
 type builder struct {
@@ -201,9 +206,12 @@ type builder struct {
 
 	frames     []frame
 	frameIndex map[frame]uint32
-	frameTag   []uint32 // tag id + 1 of each frame, once made
 	tags       []tag
-	tagIndex   map[tag]uint32
+	tagIndex   map[string]uint32 // by the frame ids, 4 bytes each
+	stackRefs  int               // frames listed by all tags together
+	heldFrames int               // frames the lists being filled keep (listNode.stk)
+	rule       trace.FrameRule
+	key        []byte
 
 	sp  *spool
 	rec []byte // the record being encoded
@@ -213,11 +221,11 @@ func newBuilder(sp *spool) *builder {
 	b := &builder{
 		strs:       newStrTable(),
 		frameIndex: map[frame]uint32{},
-		tagIndex:   map[tag]uint32{},
+		tagIndex:   map[string]uint32{},
 		sp:         sp,
 	}
 	b.tags = append(b.tags, tag{}) // tag 0: none
-	b.tagIndex[tag{}] = 0
+	b.tagIndex[""] = 0
 	return b
 }
 
@@ -322,6 +330,7 @@ func (b *builder) freeDict(v value, d *dictNode) {
 }
 
 func (b *builder) freeList(v value, l *listNode) {
+	b.dropFrames(l)
 	l.free = true
 	l.gen++
 	slot, _ := splitRef(v.bits)
@@ -453,15 +462,9 @@ func (b *builder) reduceFrames(v value) (value, error) {
 	if l.tag != 0 {
 		return value{kind: kTag, aux: l.tag - 1}, nil
 	}
-	fid := l.py
-	if fid == 0 {
-		fid = l.first
-	}
-	t := value{kind: kTag}
-	if fid != 0 {
-		t.aux = b.tagOf(fid - 1)
-	}
+	t := value{kind: kTag, aux: b.tagOf(l.stk)}
 	if l.head < 0 {
+		b.dropFrames(l)
 		l.tag = t.aux + 1
 		if l.memo != 0 {
 			b.memo.replace(l.memo-1, t)
@@ -596,49 +599,76 @@ func (b *builder) internFrame(fr frame) uint32 {
 	}
 	id := uint32(len(b.frames))
 	b.frames = append(b.frames, fr)
-	b.frameTag = append(b.frameTag, 0)
 	b.frameIndex[fr] = id
 	return id
 }
 
-// noteFrame keeps what a list's tag needs: its first frame, and its first
-// frame from a Python file.
+// noteFrame keeps what a list's tag needs: the frames placed in it, the
+// innermost trace.MaxStackDepth.
 func (b *builder) noteFrame(l *listNode, fid uint32) {
-	if l.first == 0 {
-		l.first = fid + 1
-	}
-	if l.py == 0 && b.strs.py[b.frames[fid].file] {
-		l.py = fid + 1
+	if len(l.stk) < trace.MaxStackDepth && b.heldFrames < maxHeldFrames {
+		l.stk = append(l.stk, fid)
+		b.heldFrames++
 	}
 }
 
-// tagOf makes (once) the tag of a frame: "forward (model.py:42)".
-func (b *builder) tagOf(fid uint32) uint32 {
-	if t := b.frameTag[fid]; t != 0 {
-		return t - 1
+// dropFrames lets go of the frames list l keeps.
+func (b *builder) dropFrames(l *listNode) {
+	b.heldFrames -= len(l.stk)
+	l.stk = nil
+}
+
+// maxHeldFrames bounds the frames the lists being filled keep together: a
+// snapshot fills one frames list at a time, a crafted pickle could fill
+// millions at once.
+const maxHeldFrames = 1 << 22
+
+// maxStackRefs bounds the frames all distinct stacks list together; past
+// it a new stack keeps its call site and no stack (a snapshot of a whole
+// training run lists some hundred thousand).
+const maxStackRefs = trace.MaxStackRefs
+
+// tagOf interns the stack of frames fids and returns its tag id: the stack
+// and the call site it names, "forward (model.py:42)".
+func (b *builder) tagOf(fids []uint32) uint32 {
+	if len(fids) == 0 {
+		return 0
 	}
-	fr := b.frames[fid]
-	name, file := b.strs.get(fr.name), path.Base(b.strs.get(fr.file))
+	b.key = b.key[:0]
+	for _, f := range fids {
+		b.key = binary.LittleEndian.AppendUint32(b.key, f)
+	}
+	if id, ok := b.tagIndex[string(b.key)]; ok {
+		return id
+	}
 	var t tag
-	line, err := b.asInt(fr.line, "line")
-	switch {
-	case err != nil:
-		t.err = err.Error()
-	case file == "." || file == "":
-		t.text = name
-	case name == "":
-		t.text = fmt.Sprintf("%s:%d", file, line)
-	default:
-		t.text = fmt.Sprintf("%s (%s:%d)", name, file, line)
+	stack := make([]trace.Frame, len(fids))
+	for i, fid := range fids {
+		fr := b.frames[fid]
+		line, err := b.asInt(fr.line, "line")
+		if err != nil && t.err == "" {
+			t.err = err.Error()
+		}
+		stack[i] = trace.Frame{Name: b.strs.get(fr.name), File: b.strs.get(fr.file), Line: line}
 	}
-	id, ok := b.tagIndex[t]
-	if !ok {
-		id = uint32(len(b.tags))
-		b.tags = append(b.tags, t)
-		b.tagIndex[t] = id
+	if t.err == "" {
+		t.text = b.rule.CallSite(stack)
+		if b.stackRefs+len(fids) <= maxStackRefs {
+			t.frames = slices.Clone(fids)
+			b.stackRefs += len(fids)
+		}
 	}
-	b.frameTag[fid] = id + 1
+	id := uint32(len(b.tags))
+	b.tags = append(b.tags, t)
+	b.tagIndex[string(b.key)] = id
 	return id
+}
+
+// frameOf returns frame fid as the trace writes it.
+func (b *builder) traceFrame(fid uint32) trace.Frame {
+	fr := b.frames[fid]
+	line, _ := b.asInt(fr.line, "line") // checked when its tag was made
+	return trace.Frame{Name: b.strs.get(fr.name), File: b.strs.get(fr.file), Line: line}
 }
 
 // str interns a string read from the document. Bytes that are not UTF-8

@@ -20,6 +20,9 @@ type Options struct {
 	// Device picks the device whose trace is converted; -1 picks the one
 	// with the most trace entries (the lowest on a tie).
 	Device int
+	// Frames says which frames of a stack are the program's own, for the
+	// call site an allocation is tagged with.
+	Frames trace.FrameRule
 	// TempDir is where a snapshot too large to keep in memory spools its
 	// trace while it is read (about 25 bytes an entry, in an unlinked
 	// file); "" is os.TempDir().
@@ -112,7 +115,7 @@ type op struct {
 	stream int64
 	t      float64
 	hasT   bool
-	tag    string
+	tag    uint32 // the builder's tag id; 0: none
 	name   string
 	noAddr bool // an alloc the recording failed: it has no address, and is never live
 }
@@ -425,6 +428,7 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 	if err != nil {
 		return st, err
 	}
+	em.b = s.b
 	em.op(op{kind: trace.OpMark, name: startStateMark})
 	// The small pool's pages are written one by one, up to a bound no
 	// device comes near (2 TiB of them), so that a crafted snapshot cannot
@@ -524,7 +528,7 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 type startBlock struct {
 	addr, size uint64
 	stream     int64
-	tag        string
+	tag        uint32
 	entry      int64 // index of its orphan free, or -1
 }
 
@@ -546,6 +550,50 @@ type emitter struct {
 	live  uint64
 	sizes map[uint64]uint64 // id → size of the live allocations
 	err   error
+
+	// The stack table, written as allocations first name its stacks: the
+	// trace's id of each builder frame and tag, 0 until written.
+	b                *builder
+	frameOut, tagOut []uint32
+	nFrames, nStacks uint32
+	stackIDs         []uint32 // scratch
+}
+
+// stackOf returns the trace's stack id of builder tag t, writing the stack
+// and its frames not written yet; 0 if the tag kept no stack.
+func (em *emitter) stackOf(t uint32) uint32 {
+	if int(t) < len(em.tagOut) && em.tagOut[t] != 0 {
+		return em.tagOut[t]
+	}
+	fids := em.b.tags[t].frames
+	if len(fids) == 0 {
+		return 0
+	}
+	em.stackIDs = em.stackIDs[:0]
+	for _, f := range fids {
+		for int(f) >= len(em.frameOut) {
+			em.frameOut = append(em.frameOut, 0)
+		}
+		if em.frameOut[f] == 0 {
+			em.nFrames++
+			if err := em.w.WriteFrame(em.nFrames, em.b.traceFrame(f)); err != nil {
+				em.err = err
+				return 0
+			}
+			em.frameOut[f] = em.nFrames
+		}
+		em.stackIDs = append(em.stackIDs, em.frameOut[f])
+	}
+	em.nStacks++
+	if err := em.w.WriteStack(em.nStacks, em.stackIDs); err != nil {
+		em.err = err
+		return 0
+	}
+	for int(t) >= len(em.tagOut) {
+		em.tagOut = append(em.tagOut, 0)
+	}
+	em.tagOut[t] = em.nStacks
+	return em.nStacks
 }
 
 func newEmitter(w *trace.Writer, cl clusterList, opt Options, st *Stats, hasT bool) (*emitter, error) {
@@ -594,7 +642,11 @@ func (em *emitter) op(o op) {
 		return
 	}
 	st := em.st
-	ev := trace.Event{Op: o.kind, ID: o.id, Size: o.size, Tag: o.tag, Name: o.name}
+	ev := trace.Event{Op: o.kind, ID: o.id, Size: o.size, Name: o.name}
+	if o.tag != 0 && o.kind == trace.OpAlloc {
+		ev.Tag = em.b.tags[o.tag].text
+		ev.Stack = em.stackOf(o.tag)
+	}
 	if o.size >= maxTraceSize && (o.kind == trace.OpReserve || o.kind == trace.OpRelease) {
 		st.drop("%s of %d bytes at %#x: larger than a trace can say", o.kind, o.size, o.addr)
 		return

@@ -191,7 +191,9 @@ func TestStartStateByHand(t *testing.T) {
 {"op":"alloc","id":2,"size":300,"stream":0,"addr":1099511628800}
 {"op":"mark","name":"recording starts"}
 {"op":"free","id":2,"t":6}
-{"op":"alloc","id":3,"size":100,"t":6,"stream":0,"tag":"f (x.cpp:1)","addr":1099511628800}
+{"op":"frame","id":1,"name":"f","file":"x.cpp","line":1}
+{"op":"stack","id":1,"frames":[1]}
+{"op":"alloc","id":3,"size":100,"t":6,"stream":0,"tag":"f (x.cpp:1)","stack":1,"addr":1099511628800}
 {"op":"free","id":3,"t":9}
 {"op":"mark","t":10,"name":"snapshot"}
 `

@@ -97,7 +97,7 @@ type block struct {
 	size          uint64
 	requestedSize uint64
 	state         string
-	tag           string
+	tag           uint32 // the builder's tag id of its frames; 0: none
 }
 
 // action is a trace entry's action.
@@ -139,7 +139,7 @@ type entry struct {
 	stream     int64
 	timeUS     float64
 	hasTime    bool
-	tag        string
+	tag        uint32 // the builder's tag id of its frames; 0: none
 }
 
 // read reads a snapshot, JSON by its first byte or a pickle, from r. Its
@@ -155,6 +155,7 @@ func read(ctx context.Context, r io.Reader, opt Options) (*snapshot, error) {
 		limit = defaultSpoolLimit
 	}
 	b := newBuilder(newSpool(opt.TempDir, limit))
+	b.rule = opt.Frames
 	var top value
 	form := "a pickle"
 	if first == '{' || first == '[' {
@@ -358,7 +359,7 @@ func (s *snapshot) readBlocks(v value, parent string, addr uint64) ([]block, err
 		bl := block{state: b.asStr(rec.get(keyState))}
 		if bl.size, err = b.asUint(rec.get(keySize), "size"); err == nil {
 			if bl.requestedSize, err = b.asUint(rec.get(keyRequestedSize), "requested_size"); err == nil {
-				bl.tag, err = b.tagText(rec.get(keyFrames))
+				bl.tag, err = b.tagID(rec.get(keyFrames))
 			}
 		}
 		if err != nil {
@@ -376,20 +377,19 @@ func (s *snapshot) readBlocks(v value, parent string, addr uint64) ([]block, err
 	}
 }
 
-// tagText returns the tag of an item's frames: the reduced frames list, or
-// nothing.
-func (b *builder) tagText(v value) (string, error) {
+// tagID returns the tag of an item's frames, the reduced frames list, or
+// 0 for none.
+func (b *builder) tagID(v value) (uint32, error) {
 	switch v.kind {
 	case 0, kNone:
-		return "", nil
+		return 0, nil
 	case kTag:
-		t := b.tags[v.aux]
-		if t.err != "" {
-			return "", errors.New(t.err)
+		if t := b.tags[v.aux]; t.err != "" {
+			return 0, errors.New(t.err)
 		}
-		return t.text, nil
+		return v.aux, nil
 	}
-	return "", fmt.Errorf("frames is a %s, not a list", v.typeName())
+	return 0, fmt.Errorf("frames is a %s, not a list", v.typeName())
 }
 
 func (s *snapshot) readTraces(v value) error {
@@ -569,7 +569,7 @@ func (b *builder) decodeEntry(rec *record, e *entry) error {
 		default:
 			e.timeUS = 0
 		}
-		e.tag = b.tags[c.tag].text // tag 0 is ""
+		e.tag = c.tag
 		return nil
 	}
 	var err error
@@ -586,7 +586,7 @@ func (b *builder) decodeEntry(rec *record, e *entry) error {
 	if e.stream, err = b.asInt(rec.get(keyStream), "stream"); err != nil {
 		return err
 	}
-	if e.tag, err = b.tagText(rec.get(keyFrames)); err != nil {
+	if e.tag, err = b.tagID(rec.get(keyFrames)); err != nil {
 		return err
 	}
 	if e.deviceFree, err = b.asUint(rec.get(keyDeviceFree), "device_free"); err != nil {
