@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/bfcsim/bfcsim/sim"
+	"github.com/bfcsim/bfcsim/trace"
 )
 
 // The data index.html's interactive memory view draws, embedded in the page
@@ -23,6 +24,45 @@ type exploreTrace struct {
 	Name       string         `json:"name"`
 	Events     int64          `json:"events"`
 	Allocators []exploreAlloc `json:"allocators"`
+	// Frames and Stacks are the recorded stacks of the blocks drawn:
+	// each stack lists indexes into Frames, innermost first.
+	Frames []string `json:"frames,omitempty"`
+	Stacks [][]int  `json:"stacks,omitempty"`
+
+	frameIndex map[trace.Frame]int
+	stackIndex map[uint32]int
+	tr         *Trace
+}
+
+// stackOf returns the index in Stacks of the trace's stack id, adding it
+// (at most maxStackText of its frames) the first time; -1 for none.
+func (et *exploreTrace) stackOf(id uint32) int {
+	if id == 0 || et.tr.Stacks == nil {
+		return -1
+	}
+	if k, ok := et.stackIndex[id]; ok {
+		return k
+	}
+	fr := et.tr.Stacks.Frames(id)
+	if len(fr) == 0 {
+		return -1
+	}
+	if et.frameIndex == nil {
+		et.frameIndex, et.stackIndex = map[trace.Frame]int{}, map[uint32]int{}
+	}
+	st := make([]int, 0, min(len(fr), maxStackText))
+	for _, f := range fr[:min(len(fr), maxStackText)] {
+		k, ok := et.frameIndex[f]
+		if !ok {
+			k = len(et.Frames)
+			et.frameIndex[f] = k
+			et.Frames = append(et.Frames, f.String())
+		}
+		st = append(st, k)
+	}
+	et.stackIndex[id] = len(et.Stacks)
+	et.Stacks = append(et.Stacks, st)
+	return len(et.Stacks) - 1
 }
 
 // exploreAlloc's keys are brief: the page carries one set per allocator
@@ -55,8 +95,9 @@ type exploreBlocks struct {
 	B, E    []int64  // allocated by event B, freed by event E
 	I       []uint64 // the trace's id
 	LA, LF  []int64  // lines of the alloc and the free (0: never freed)
-	G       []int    // index into Tags
-	Tags    []string
+	G       []int    // index into Tags: the block's call site
+	Tags    []string // call sites (the tag, or named from the stack by --frames)
+	K       []int    // index into the trace's Stacks, -1 for none
 }
 
 type exploreRaster struct {
@@ -72,13 +113,13 @@ type exploreRaster struct {
 // newExploreTrace builds a trace's data, or nil when no allocator has a
 // recorded memory map (a replay without -o records none).
 func newExploreTrace(id string, tr *Trace) *exploreTrace {
-	et := &exploreTrace{ID: id, Name: tr.Name, Events: tr.Events}
+	et := &exploreTrace{ID: id, Name: tr.Name, Events: tr.Events, tr: tr}
 	for i := range tr.Results {
 		r := &tr.Results[i]
 		if r.Series == nil || r.Series.Memmap == nil || r.Series.Timeline == nil {
 			return nil
 		}
-		et.Allocators = append(et.Allocators, newExploreAlloc(r))
+		et.Allocators = append(et.Allocators, newExploreAlloc(et, r))
 	}
 	if len(et.Allocators) == 0 {
 		return nil
@@ -86,7 +127,7 @@ func newExploreTrace(id string, tr *Trace) *exploreTrace {
 	return et
 }
 
-func newExploreAlloc(r *Result) exploreAlloc {
+func newExploreAlloc(et *exploreTrace, r *Result) exploreAlloc {
 	mm, tl := r.Series.Memmap, r.Series.Timeline
 	a := exploreAlloc{Name: r.Allocator, Lo: mm.Lo, Hi: mm.Hi, Exact: mm.Exact, BlockCount: mm.BlockCount, OOM: -1, OOMLine: -1, Peak: -1}
 	if r.FirstOOMEvent != nil {
@@ -132,13 +173,18 @@ func newExploreAlloc(r *Result) exploreAlloc {
 			b.I = append(b.I, m.ID)
 			b.LA = append(b.LA, m.StartLine)
 			b.LF = append(b.LF, m.EndLine)
-			g, ok := tags[m.Tag]
+			site := m.Tag
+			if m.Stack != 0 || et.tr.Frames.Mine != nil {
+				site = siteName(m.Tag, m.Stack, et.tr.Stacks, et.tr.Frames)
+			}
+			g, ok := tags[site]
 			if !ok {
 				g = len(b.Tags)
-				tags[m.Tag] = g
-				b.Tags = append(b.Tags, m.Tag)
+				tags[site] = g
+				b.Tags = append(b.Tags, site)
 			}
 			b.G = append(b.G, g)
+			b.K = append(b.K, et.stackOf(m.Stack))
 		}
 		a.Blocks = b
 	}

@@ -22,7 +22,19 @@ function bytes(n) {
 }
 function count(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ","); }
 function hex(n) { return "0x" + n.toString(16); }
-var COLORS = ["#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#9d755d", "#eeca3b"];
+var COLORS = ["#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#9d755d", "#eeca3b", "#ff9da6", "#79706e", "#bab0ac"];
+var OTHER = "#c8d3de";
+var STACK_LINES = 30;
+// rankSites orders an allocator's call sites by the bytes × events their
+// drawn blocks hold, so that the largest get the distinct colours.
+function rankSites(b) {
+  var weight = [], order = [], rank = [];
+  for (var g = 0; g < b.Tags.length; g++) { weight.push(0); order.push(g); rank.push(-1); }
+  for (var i = 0; i < b.A.length; i++) weight[b.G[i]] += b.S[i] * Math.max(b.E[i] - b.B[i], 1);
+  order.sort(function (x, y) { return weight[y] - weight[x] || x - y; });
+  for (var k = 0; k < order.length; k++) rank[order[k]] = k;
+  return {order: order, rank: rank};
+}
 
 function View(sec, tr) {
   this.sec = sec; this.tr = tr; this.ai = 0; this.cursor = null; this.hover = -1;
@@ -32,8 +44,12 @@ function View(sec, tr) {
   this.occ = sec.querySelector(".x-occ");
   this.pick = sec.querySelector("select.x-alloc");
   this.status = sec.querySelector(".x-status");
+  this.colourPick = sec.querySelector("select.x-colour");
+  this.legend = sec.querySelector(".x-legend");
+  this.colourBy = "site";
   var self = this;
   this.pick.addEventListener("change", function () { self.setAllocator(+self.pick.value); });
+  if (this.colourPick) this.colourPick.addEventListener("change", function () { self.setColour(self.colourPick.value); });
   this.map.addEventListener("wheel", function (ev) { ev.preventDefault(); self.zoomAt(ev); }, {passive: false});
   this.map.addEventListener("mousedown", function (ev) { self.drag = {x: ev.offsetX, y: ev.offsetY, v: Object.assign({}, self.v), moved: false}; });
   window.addEventListener("mouseup", function () { self.drag = null; });
@@ -60,6 +76,38 @@ function View(sec, tr) {
   this.draw();
 }
 View.prototype.alloc = function () { return this.tr.allocators[this.ai]; };
+// colour returns the colour of block i of allocator a: by its call site
+// (the largest sites apart, the rest alike) or by its size class.
+View.prototype.colour = function (a, i) {
+  var b = a.blocks;
+  if (this.colourBy === "size") {
+    var c = Math.floor(Math.log2(Math.max(b.S[i], 1)) / 2);
+    return COLORS[c % COLORS.length];
+  }
+  if (!b.rank) b.rank = rankSites(b).rank;
+  var r = b.rank[b.G[i]];
+  return r < COLORS.length - 1 ? COLORS[r] : OTHER;
+};
+View.prototype.setColour = function (by) {
+  this.colourBy = by; if (this.colourPick) this.colourPick.value = by; this.draw();
+};
+View.prototype.drawLegend = function () {
+  if (!this.legend) return;
+  var a = this.alloc(), b = a.blocks;
+  this.legend.textContent = "";
+  if (!b || this.colourBy !== "site") return;
+  var ranked = rankSites(b).order;
+  for (var k = 0; k < ranked.length && k < COLORS.length; k++) {
+    var item = document.createElement("span"), sw = document.createElement("span");
+    item.className = "x-key";
+    sw.className = "x-swatch";
+    sw.style.background = k < COLORS.length - 1 ? COLORS[k] : OTHER;
+    item.appendChild(sw);
+    item.appendChild(document.createTextNode(k < COLORS.length - 1 ? (b.Tags[ranked[k]] || "(no call site recorded)") :
+      "the " + count(ranked.length - k) + " other call sites"));
+    this.legend.appendChild(item);
+  }
+};
 View.prototype.reset = function () {
   var a = this.alloc();
   this.v = {e0: 0, e1: Math.max(this.tr.events, 1), a0: 0, a1: Math.max(a.hi - a.lo, 1)};
@@ -110,6 +158,28 @@ View.prototype.tipText = function (i) {
     "address " + hex(a.lo + b.A[i]),
     "allocated at event " + count(b.B[i]) + (b.LA[i] ? " (line " + count(b.LA[i]) + ")" : "")];
   lines.push(b.LF[i] ? "freed at event " + count(b.E[i]) + " (line " + count(b.LF[i]) + ")" : "never freed");
+  var k = b.K ? b.K[i] : -1;
+  if (k >= 0 && this.tr.stacks) {
+    var st = this.tr.stacks[k], fr = this.tr.frames, at = -1;
+    for (var j = 0; j < st.length; j++) if (fr[st[j]] === tag) { at = j; break; }
+    lines.push("stack, innermost first (" + count(st.length) + " frames" + (at >= 0 ? ", → the call site" : "") + "):");
+    var line = function (j) {
+      var f = fr[st[j]];
+      return (j === at ? "→ " : "  ") + (f.length > 160 ? f.slice(0, 159) + "…" : f);
+    };
+    if (at < STACK_LINES) {
+      for (j = 0; j < st.length && j < STACK_LINES; j++) lines.push(line(j));
+      if (st.length > STACK_LINES) lines.push("  … " + count(st.length - STACK_LINES) + " more frames");
+    } else {
+      // The call site lies far out (past C++ frames): the innermost
+      // frames, then those around it.
+      var head = 6, from = at - 4, to = Math.min(st.length, at + STACK_LINES - head - 4);
+      for (j = 0; j < head; j++) lines.push(line(j));
+      lines.push("  … " + count(from - head) + " frames …");
+      for (j = from; j < to; j++) lines.push(line(j));
+      if (to < st.length) lines.push("  … " + count(st.length - to) + " more frames");
+    }
+  }
   return lines.join("\n");
 };
 View.prototype.showTip = function (p, ev) {
@@ -132,7 +202,7 @@ View.prototype.showTip = function (p, ev) {
   this.tip.style.top = (p.y / this.map.height * this.map.getBoundingClientRect().height + 14) + "px";
 };
 View.prototype.hideTip = function () { this.tip.hidden = true; if (this.hover >= 0) { this.hover = -1; this.draw(); } };
-View.prototype.draw = function () { this.drawMap(); this.drawTimeline(); this.drawOcc(); this.drawStatus(); };
+View.prototype.draw = function () { this.drawMap(); this.drawTimeline(); this.drawOcc(); this.drawStatus(); this.drawLegend(); };
 View.prototype.drawMap = function () {
   var c = this.map.getContext("2d"), a = this.alloc(), W = this.map.width, H = this.map.height;
   c.clearRect(0, 0, W, H);
@@ -156,7 +226,7 @@ View.prototype.drawMap = function () {
     for (var i = 0; i < b.A.length; i++) {
       if (b.E[i] <= this.v.e0 || b.B[i] >= this.v.e1 || b.A[i] + b.S[i] <= this.v.a0 || b.A[i] >= this.v.a1) continue;
       var x0 = this.xOf(b.B[i]), x1 = this.xOf(b.E[i]), y0 = this.yOf(b.A[i] + b.S[i]), y1 = this.yOf(b.A[i]);
-      c.fillStyle = i === this.hover ? "#d62728" : COLORS[b.G[i] % COLORS.length];
+      c.fillStyle = i === this.hover ? "#d62728" : this.colour(a, i);
       c.fillRect(x0, y0, Math.max(x1 - x0, 1), Math.max(y1 - y0, 1));
     }
   }
@@ -217,7 +287,7 @@ View.prototype.drawOcc = function () {
       var o = this.occupancyAt(k, e), b = a.blocks;
       for (var j = 0; j < o.live.length; j++) {
         var i = o.live[j];
-        c.fillStyle = COLORS[b.G[i] % COLORS.length];
+        c.fillStyle = this.colour(a, i);
         c.fillRect(b.A[i] / span * W, 0, Math.max(b.S[i] / span * W, 1), H);
       }
       row.label.textContent = a.name + " after event " + count(e) + ": " + count(o.live.length) + " blocks, " + bytes(o.bytes) + " in use";
@@ -232,7 +302,7 @@ View.prototype.drawOcc = function () {
       var ol = this.occupancyAt(k, e), bl = a.blocks;
       for (var q = 0; bl && q < ol.live.length; q++) {
         var m = ol.live[q];
-        c.fillStyle = COLORS[bl.G[m] % COLORS.length];
+        c.fillStyle = this.colour(a, m);
         c.fillRect(bl.A[m] / span * W, 0, Math.max(bl.S[m] / span * W, 1), H);
       }
       row.label.textContent = a.name + " around event " + count(e) + ": " + count(ol.live.length) + " of its largest blocks, " + bytes(ol.bytes) +

@@ -105,6 +105,44 @@ type htmlTrace struct {
 	HasTimings  bool
 	Notes       []string
 	Allocators  []*htmlAllocator
+	// CallSites are the bytes live at the peak by call site.
+	CallSitesHeading string
+	CallSites        []htmlCallSite
+}
+
+// htmlCallSite is one row of a call-site table, with the stack of its
+// largest allocations when the trace carries stacks.
+type htmlCallSite struct {
+	Bytes, Share, Count, Site string
+	Stack                     []string
+}
+
+// htmlHeld is what an allocator's reserved bytes held at one moment.
+type htmlHeld struct {
+	Title, Line          string
+	Verdict, Explanation string
+	Sites                []htmlCallSite
+	Ranges               []htmlKV
+}
+
+func newHTMLHeld(title string, h *Held) *htmlHeld {
+	if h == nil {
+		return nil
+	}
+	out := &htmlHeld{Title: title, Line: heldLine(h), Verdict: h.Verdict, Explanation: h.Explanation}
+	out.Sites = htmlCallSites(h.CallSites, h.LiveBytes)
+	for _, r := range h.FreeRanges {
+		out.Ranges = append(out.Ranges, htmlKV{Key: Bytes(r.Bytes), Value: pinnedBy(r), Title: fmt.Sprintf("%d bytes at %#x", r.Bytes, r.Addr)})
+	}
+	return out
+}
+
+func htmlCallSites(sites []CallSite, whole uint64) []htmlCallSite {
+	var out []htmlCallSite
+	for _, c := range sites {
+		out = append(out, htmlCallSite{Bytes: Bytes(c.Bytes), Share: share(c.Bytes, whole), Count: Count(c.Count), Site: c.CallSite, Stack: c.Stack})
+	}
+	return out
 }
 
 // htmlKV is one row of a two-column table.
@@ -146,6 +184,8 @@ type htmlAllocator struct {
 	Stats        []htmlKV
 	FirstOOM     string
 	OOM          *htmlOOM
+	Held         *htmlHeld // at the peak of reserved bytes
+	OOMHeld      *htmlHeld // at the first failed allocation
 	Figures      []htmlFig
 }
 
@@ -558,7 +598,17 @@ func newHTMLTrace(i int, tr *Trace) *htmlTrace {
 			}
 			a.OOM = o
 		}
+		if h := r.OOMExplained; h != nil {
+			a.OOMHeld = newHTMLHeld(oomExplainedHeadline(r.Allocator, h), h)
+		}
+		if h := r.ReservedAtPeak; h != nil {
+			a.Held = newHTMLHeld(fmt.Sprintf("Reserved at its peak (event %s, line %s)", Count(h.Event), Count(h.Line)), h)
+		}
 		ht.Allocators = append(ht.Allocators, a)
+	}
+	if tr.PeakLiveBytes > 0 {
+		ht.CallSitesHeading = callSitesHeading(tr)
+		ht.CallSites = htmlCallSites(tr.PeakCallSites, tr.PeakLiveBytes)
 	}
 
 	group, shown := "", ""
@@ -738,6 +788,10 @@ section.explore { margin: 18px 0 26px; }
 canvas.x-map, canvas.x-timeline, canvas.x-occ-bar { display: block; width: 100%; max-width: 960px; border: 1px solid var(--line); border-radius: 4px; }
 canvas.x-map { cursor: crosshair; }
 canvas.x-timeline { margin-top: 6px; cursor: pointer; }
+.x-legend { font-size: 12px; margin: 4px 0; }
+.x-key { display: inline-block; margin-right: 12px; }
+.x-swatch { display: inline-block; width: 10px; height: 10px; margin-right: 4px; vertical-align: middle; }
+pre.stack { font-size: 11px; max-height: 24em; overflow: auto; margin: 4px 0; }
 .x-tip { position: absolute; z-index: 2; background: #fff; border: 1px solid #bcccdc; border-radius: 4px; padding: 4px 8px; font-size: 12px; white-space: pre; pointer-events: none; box-shadow: 0 2px 6px rgba(0,0,0,.12); }
 .x-occ { margin-top: 8px; }
 .x-occ-label { font-size: 12px; color: var(--muted); margin-top: 4px; }
@@ -792,11 +846,16 @@ Hover a size for its exact bytes.</p>
 {{- if .Notes}}
 <ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul>
 {{- end}}
+{{- if .CallSites}}
+<h3 id="{{.ID}}-callsites">{{.CallSitesHeading}}</h3>
+{{template "callsites" .CallSites}}
+{{- end}}
 {{- if .Explore}}
 <section class="explore" id="{{.ID}}-explore">
 <h3>Explore</h3>
 <p class="muted">{{.ExploreNote}} Wheel to zoom, drag to pan, double-click to reset; click the timeline to see every allocator's address space at that moment. The peak and first failure in the table above lead here too.</p>
-<div class="x-bar">Memory map (address × event) of <select class="x-alloc" aria-label="allocator">{{range $i, $a := .Allocators}}<option value="{{$i}}">{{$a.Name}}</option>{{end}}</select> <span class="x-status muted"></span></div>
+<div class="x-bar">Memory map (address × event) of <select class="x-alloc" aria-label="allocator">{{range $i, $a := .Allocators}}<option value="{{$i}}">{{$a.Name}}</option>{{end}}</select>, coloured by <select class="x-colour" aria-label="colour"><option value="site">call site</option><option value="size">block size</option></select> <span class="x-status muted"></span></div>
+<div class="x-legend muted"></div>
 <div class="x-wrap"><canvas class="x-map" width="960" height="360"></canvas><div class="x-tip" hidden></div></div>
 <canvas class="x-timeline" width="960" height="110" title="bytes reserved (grey), in use (blue) and live (green); click to set the cursor"></canvas>
 <div class="x-occ"></div>
@@ -840,6 +899,18 @@ Hover a size for its exact bytes.</p>
 {{template "kvs" .Stats}}
 </div>
 </div>
+{{- with .OOMHeld}}
+<div class="oom">
+<h4>Why the first allocation failed <span class="verdict">{{.Verdict}}</span></h4>
+{{template "held" .}}
+</div>
+{{- end}}
+{{- with .Held}}
+<div class="held">
+<h4>{{.Title}}</h4>
+{{template "held" .}}
+</div>
+{{- end}}
 {{- with .OOM}}
 <div class="oom">
 <h4>Out of memory <span class="verdict">{{.Verdict}}</span></h4>
@@ -888,6 +959,33 @@ Hover a size for its exact bytes.</p>
 {{- end}}
 </tbody>
 </table>{{else}}<p class="muted">(none)</p>{{end}}{{end}}
+{{define "callsites"}}<table class="callsites">
+<thead><tr><th class="num">bytes</th><th class="num">share</th><th class="num">allocations</th><th>call site</th></tr></thead>
+<tbody>
+{{- range .}}
+<tr><td class="num">{{.Bytes}}</td><td class="num">{{.Share}}</td><td class="num">{{.Count}}</td><td>{{if .Stack}}<details><summary><code>{{.Site}}</code></summary><pre class="stack">{{range .Stack}}{{.}}
+{{end}}</pre></details>{{else}}<code>{{.Site}}</code>{{end}}</td></tr>
+{{- end}}
+</tbody>
+</table>{{end}}
+{{define "held"}}
+{{- if .Explanation}}<p><strong>{{.Title}}.</strong> {{.Explanation}}.</p>{{end}}
+<p>{{.Line}}.</p>
+{{- if .Sites}}
+<p class="muted">Live then, by call site:</p>
+{{template "callsites" .Sites}}
+{{- end}}
+{{- if .Ranges}}
+<p class="muted">The largest free ranges, and the live blocks that keep each apart:</p>
+<table class="ranges">
+<tbody>
+{{- range .Ranges}}
+<tr><td class="num" title="{{.Title}}">{{.Key}}</td><td>{{.Value}}</td></tr>
+{{- end}}
+</tbody>
+</table>
+{{- end}}
+{{- end}}
 {{define "figure"}}<figure>
 {{- if .Img}}
 {{.Img}}

@@ -212,9 +212,23 @@ func WriteTable(w io.Writer, rep Report) error {
 		for _, n := range append(recordingNotes(tr), oomNotes(tr)...) {
 			fmt.Fprintln(w, "  "+n)
 		}
+		for _, n := range heldNotes(tr) {
+			for k, l := range wrap(n, 100) {
+				if k > 0 {
+					l = "  " + l
+				}
+				fmt.Fprintln(w, "  "+l)
+			}
+		}
+		if err := writeCallSitesText(w, tr); err != nil {
+			return err
+		}
 		for j := range tr.Results {
 			if d := tr.Results[j].OOM; d != nil {
 				writeOOMText(w, tr.Name, tr.Results[j].Allocator, d)
+			}
+			if h := tr.Results[j].OOMExplained; h != nil {
+				writeOOMExplainedText(w, tr.Results[j].Allocator, h)
 			}
 		}
 	}
@@ -304,6 +318,8 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 				fmt.Fprintf(b, "- %s\n", mdEscape(n))
 			}
 		}
+		writeCallSitesMarkdown(b, tr)
+		writeHeldMarkdown(b, tr)
 		for j := range tr.Results {
 			if d := tr.Results[j].OOM; d != nil {
 				writeOOMMarkdown(b, tr.Results[j].Allocator, d)

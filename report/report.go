@@ -30,12 +30,20 @@ type Trace struct {
 	// LowerBoundBytes is the lower bound on any allocator's footprint for
 	// this trace: no allocator can hold less than the most bytes live at
 	// once, so it equals PeakLiveBytes.
-	LowerBoundBytes uint64   `json:"lower_bound_bytes"`
-	TotalAllocBytes uint64   `json:"total_alloc_bytes"`
-	CapacityBytes   uint64   `json:"capacity_bytes"`
-	Space           string   `json:"space"`
-	SkippedEvents   int64    `json:"skipped_events"`
-	SkippedErrors   []string `json:"skipped_errors,omitempty"`
+	LowerBoundBytes uint64 `json:"lower_bound_bytes"`
+	TotalAllocBytes uint64 `json:"total_alloc_bytes"`
+	// PeakCallSites are the bytes live at the trace's peak by call site:
+	// the largest TopCallSites, then the rest in one row; they add up to
+	// PeakLiveBytes. Empty when the replay did not count them.
+	PeakCallSites []CallSite `json:"peak_call_sites"`
+	// Stacks and Frames name the call sites of the blocks the explore view
+	// draws; they are not part of report.json.
+	Stacks        *trace.StackTable `json:"-"`
+	Frames        trace.FrameRule   `json:"-"`
+	CapacityBytes uint64            `json:"capacity_bytes"`
+	Space         string            `json:"space"`
+	SkippedEvents int64             `json:"skipped_events"`
+	SkippedErrors []string          `json:"skipped_errors,omitempty"`
 	// Header is the trace's header line, when it has one.
 	Header  *Header  `json:"header,omitempty"`
 	Results []Result `json:"results"`
@@ -100,6 +108,12 @@ type Result struct {
 	AllocatorStats    map[string]int64 `json:"allocator_stats"`
 	SpaceOptions      map[string]any   `json:"space_options"`
 	OOM               *OOMDiagnostics  `json:"oom_diagnostics,omitempty"`
+	// ReservedAtPeak is what the reserved bytes held at their peak: live
+	// by call site, cached free, the largest free ranges and the blocks
+	// that pin them. OOMExplained is the same at the first failed
+	// allocation, with a verdict.
+	ReservedAtPeak *Held `json:"reserved_at_peak,omitempty"`
+	OOMExplained   *Held `json:"oom_explained,omitempty"`
 	// Series are what plots are drawn from; they are not part of report.json.
 	Series *Series `json:"-"`
 }
@@ -221,6 +235,11 @@ type TraceRun struct {
 	Space         string
 	Skipped       []*trace.SyntaxError
 	Results       []sim.Result
+	// CallSites are what the trace's call sites held at its peak
+	// (trace.Reader.PeakCallSites), named from Stacks by Frames.
+	CallSites []trace.SiteBytes
+	Stacks    *trace.StackTable
+	Frames    trace.FrameRule
 }
 
 // Build makes the report model from the runs, in order.
@@ -248,8 +267,19 @@ func Build(runs []TraceRun) Report {
 				tr.Header.Meta[k] = json.RawMessage(v)
 			}
 		}
+		tr.Stacks, tr.Frames = run.Stacks, run.Frames
+		tr.PeakCallSites = callSites(run.CallSites, run.Stacks, run.Frames, TopCallSites)
+		if tr.PeakCallSites == nil {
+			tr.PeakCallSites = []CallSite{}
+		}
 		for i := range run.Results {
-			tr.Results = append(tr.Results, buildResult(&run.Results[i], tr.LowerBoundBytes))
+			r := &run.Results[i]
+			res := buildResult(r, tr.LowerBoundBytes)
+			res.ReservedAtPeak = buildHeld(r.Held, run.Stacks, run.Frames)
+			if res.OOMExplained = buildHeld(r.HeldAtOOM, run.Stacks, run.Frames); res.OOMExplained != nil {
+				explainOOM(res.OOMExplained, r.Allocator, r.Options, r.FirstOOMBytes, run.CapacityBytes)
+			}
+			tr.Results = append(tr.Results, res)
 		}
 		rep.Traces = append(rep.Traces, tr)
 	}

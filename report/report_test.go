@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -25,7 +26,7 @@ func goldenReport(t *testing.T) Report {
 	f, err := os.Open("../traces/fragmenter.jsonl")
 	require.NoError(t, err)
 	defer f.Close()
-	r, err := trace.NewReader(f, "traces/fragmenter.jsonl")
+	r, err := trace.NewReader(f, "traces/fragmenter.jsonl", trace.TrackCallSites())
 	require.NoError(t, err)
 	var specs []sim.AllocatorSpec
 	for _, n := range allocators.DefaultNames {
@@ -40,6 +41,7 @@ func goldenReport(t *testing.T) Report {
 	return WithoutTimings(Build([]TraceRun{{
 		Name: r.Header().Name, Path: "traces/fragmenter.jsonl", Header: r.Header(), Summary: r.Summary(),
 		CapacityBytes: capacity, Space: "virtual", Results: res,
+		CallSites: r.PeakCallSites(), Stacks: r.Stacks(),
 	}}))
 }
 
@@ -73,6 +75,35 @@ func TestJSONShape(t *testing.T) {
 	assert.Positive(t, arena.FailedAllocs)
 	assert.Nil(t, back.Traces[0].Results[2].FirstOOMEvent, "aligned fits")
 	assert.Nil(t, back.Traces[0].Results[3].FirstOOMEvent, "naive fits: the default device maps pages, so its own addresses cannot fragment")
+
+	tr := back.Traces[0]
+	var sum uint64
+	for _, c := range tr.PeakCallSites {
+		sum += c.Bytes
+	}
+	require.NotEmpty(t, tr.PeakCallSites)
+	assert.Equal(t, tr.PeakLiveBytes, sum, "peak_call_sites add up to peak_live_bytes")
+	require.NotNil(t, arena.OOMExplained)
+	assert.Equal(t, VerdictPolicy, arena.OOMExplained.Verdict, "an arena reuses no freed range")
+	for _, r := range tr.Results {
+		h := r.ReservedAtPeak
+		require.NotNil(t, h, r.Allocator)
+		assert.Equal(t, r.PeakReservedBytes, h.ReservedBytes, r.Allocator)
+		assert.Equal(t, h.ReservedBytes, h.InUseBytes+h.CachedFreeBytes, r.Allocator)
+	}
+}
+
+func TestCallSitesTopAndRest(t *testing.T) {
+	var sites []trace.SiteBytes
+	for i := range 15 {
+		sites = append(sites, trace.SiteBytes{Tag: fmt.Sprintf("site%02d", i), Bytes: uint64(100 + i), Count: 1})
+	}
+	sites = append(sites, trace.SiteBytes{Tag: "site00", Bytes: 1000, Count: 2}) // the same call site again: merged
+	got := callSites(sites, nil, trace.FrameRule{}, 10)
+	require.Len(t, got, 11)
+	assert.Equal(t, CallSite{CallSite: "site00", Bytes: 1100, Count: 3}, got[0])
+	assert.Equal(t, "site14", got[1].CallSite)
+	assert.Equal(t, CallSite{CallSite: "(5 other call sites)", Bytes: 101 + 102 + 103 + 104 + 105, Count: 5}, got[10])
 }
 
 func TestRenderUnknownFormat(t *testing.T) {

@@ -29,6 +29,17 @@ type PeakHeld struct {
 	// allocator could give back (torch.cuda.empty_cache).
 	EmptyRegions     int
 	EmptyRegionBytes uint64
+	// Sites are the live blocks summed by call site (tag and stack), in
+	// the order of their first block by address.
+	Sites []HeldSite
+}
+
+// HeldSite is what the live blocks of one call site held.
+type HeldSite struct {
+	Tag              string
+	Stack            uint32
+	Requested, Bytes uint64
+	Count            int64
 }
 
 // FreeRange is a free range of a reservation and the live blocks that
@@ -146,13 +157,49 @@ func (h *heldTracker) finish() *PeakHeld {
 	return p
 }
 
+// current describes what is held now, after event (on line): at an
+// allocator's first failed allocation.
+func (h *heldTracker) current(event, line int64) *PeakHeld {
+	var blocks []HeldBlock
+	for _, s := range h.blocks.All() {
+		if s.Size != 0 {
+			blocks = append(blocks, s.HeldBlock)
+		}
+	}
+	regions := make([]LayoutRegion, 0, len(h.regions))
+	for a, g := range h.regions {
+		regions = append(regions, LayoutRegion{Addr: a, Size: g.size})
+	}
+	sortByAddr(blocks, func(b *HeldBlock) uint64 { return b.Addr })
+	sortByAddr(regions, func(g *LayoutRegion) uint64 { return g.Addr })
+	p := describeHeld(blocks, regions)
+	p.Event, p.Line = event, line
+	return p
+}
+
 // describeHeld sums blocks and regions, both in address order, and finds
 // the free ranges between the blocks of each region.
 func describeHeld(blocks []HeldBlock, regions []LayoutRegion) *PeakHeld {
 	p := &PeakHeld{}
+	type siteKey struct {
+		tag   string
+		stack uint32
+	}
+	site := map[siteKey]int{}
 	for _, b := range blocks {
 		p.InUseBytes += b.Size
 		p.LiveBytes += b.Requested
+		k := siteKey{b.Tag, b.Stack}
+		i, ok := site[k]
+		if !ok {
+			i = len(p.Sites)
+			site[k] = i
+			p.Sites = append(p.Sites, HeldSite{Tag: b.Tag, Stack: b.Stack})
+		}
+		hs := &p.Sites[i]
+		hs.Requested += b.Requested
+		hs.Bytes += b.Size
+		hs.Count++
 	}
 	var ranges []FreeRange
 	bi := 0

@@ -207,6 +207,7 @@ type MemBlock struct {
 	Requested  uint64
 	Start, End int64
 	Tag        string
+	Stack      uint32 // the alloc's stack in the trace's table, or 0
 	// ID is the trace's id for the allocation; StartLine and EndLine the
 	// lines of the trace its alloc and free came from (0: unknown, or never
 	// freed).
@@ -253,6 +254,7 @@ type Layout struct {
 type LayoutBlock struct {
 	Addr, Size, Requested uint64
 	Tag                   string
+	Stack                 uint32
 }
 
 // LayoutRegion is one reservation from the space, [Addr, Addr+Size), its
@@ -302,9 +304,20 @@ type recBlock struct {
 	start      int64
 	requested  uint64
 	id         uint64
-	line       int64 // the alloc's line
+	lineStack  uint64 // the alloc's line << stackBits | its stack
 	tag        string
 }
+
+// stackBits is how many bits of recBlock.lineStack hold the stack: enough
+// for trace.MaxStacks, and 40 left for the line.
+const stackBits = 24
+
+func packLineStack(line int64, stack uint32) uint64 {
+	return uint64(line)<<stackBits | uint64(stack&(1<<stackBits-1))
+}
+
+func (s *recBlock) line() int64   { return int64(s.lineStack >> stackBits) }
+func (s *recBlock) stack() uint32 { return uint32(s.lineStack & (1<<stackBits - 1)) }
 
 type recRegion struct {
 	size  uint64
@@ -322,9 +335,10 @@ func newRecorder(cfg RecordConfig, granule uint64) *recorder {
 
 func (r *recorder) atPeak() bool { return !r.cfg.AtEvent }
 
-func (r *recorder) alloc(slot uint32, b allocators.Block, requested uint64, tag string, id uint64, line int64) {
+func (r *recorder) alloc(slot uint32, b allocators.Block, requested uint64, tag string, stack uint32, id uint64, line int64) {
 	r.blocks.Grow(slot)
-	*r.blocks.At(slot) = recBlock{addr: b.Addr, size: b.Size, start: r.now, requested: requested, id: id, line: line, tag: tag}
+	*r.blocks.At(slot) = recBlock{addr: b.Addr, size: b.Size, start: r.now, requested: requested, id: id,
+		lineStack: packLineStack(line, stack), tag: tag}
 	r.mm.BlockCount++
 	r.touchRange(b.Addr, b.Size)
 }
@@ -407,7 +421,7 @@ func (r *recorder) buildPeak() {
 }
 
 func (s *recBlock) layoutBlock() LayoutBlock {
-	return LayoutBlock{Addr: s.addr, Size: s.size, Requested: s.requested, Tag: s.tag}
+	return LayoutBlock{Addr: s.addr, Size: s.size, Requested: s.requested, Tag: s.tag, Stack: s.stack()}
 }
 
 // buildLayout returns the layout now.
@@ -530,8 +544,8 @@ func (r *recorder) paintBlock(slot uint32, end, endLine int64) {
 	}
 	m := MemBlock{
 		Addr: s.addr, Size: s.size, Requested: s.requested,
-		Start: s.start, End: end, Tag: s.tag,
-		ID: s.id, StartLine: s.line, EndLine: endLine,
+		Start: s.start, End: end, Tag: s.tag, Stack: s.stack(),
+		ID: s.id, StartLine: s.line(), EndLine: endLine,
 	}
 	if r.mm.Exact {
 		r.mm.Blocks = append(r.mm.Blocks, m)

@@ -50,6 +50,7 @@ type recOp struct {
 	requested uint64
 	id        uint64
 	tag       string
+	stack     uint32
 }
 
 // recBuffers is how many buffers of noted calls circulate: one being
@@ -80,7 +81,7 @@ func (q *recQueue) run() {
 			r.now = op.now
 			switch op.kind {
 			case recAlloc:
-				r.alloc(op.slot, allocators.Block{Addr: op.addr, Size: op.size}, op.requested, op.tag, op.id, op.line)
+				r.alloc(op.slot, allocators.Block{Addr: op.addr, Size: op.size}, op.requested, op.tag, op.stack, op.id, op.line)
 			case recFree:
 				r.free(op.slot, op.line)
 			case recReserve:
@@ -117,9 +118,9 @@ func (q *recQueue) stop() {
 	<-q.done
 }
 
-func (q *recQueue) alloc(slot uint32, b allocators.Block, requested uint64, tag string, id uint64, line int64) {
+func (q *recQueue) alloc(slot uint32, b allocators.Block, requested uint64, tag string, stack uint32, id uint64, line int64) {
 	q.ops = append(q.ops, recOp{kind: recAlloc, slot: slot, now: q.now, line: line,
-		addr: b.Addr, size: b.Size, requested: requested, id: id, tag: tag})
+		addr: b.Addr, size: b.Size, requested: requested, id: id, tag: tag, stack: stack})
 }
 
 func (q *recQueue) free(slot uint32, line int64) {

@@ -119,7 +119,11 @@ type Result struct {
 
 	// Held is what the reserved bytes held at their peak, by call site;
 	// nil for a probe (Config.Probe) or when nothing was reserved.
-	Held *PeakHeld
+	// HeldAtOOM is what they held at the first failed allocation, of
+	// FirstOOMBytes bytes; nil for a probe or without a failure.
+	Held          *PeakHeld
+	HeldAtOOM     *PeakHeld
+	FirstOOMBytes uint64
 
 	// Timeline, Memmap and Layout are the series plots are drawn from; only
 	// with Config.Record. Layout is nil if the trace ended before the event
@@ -631,6 +635,10 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 		}
 		if r.result.FirstOOMEvent < 0 {
 			r.result.FirstOOMEvent, r.result.FirstOOMLine = i, ev.Line
+			r.result.FirstOOMBytes = ev.Size
+			if r.held != nil {
+				r.result.HeldAtOOM = r.held.current(i, ev.Line)
+			}
 			if r.snap != nil {
 				s := r.snap.Snapshot()
 				if s.Request == nil {
@@ -662,7 +670,7 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 		if r.extent != nil {
 			at.Addr, at.Size = r.extent.Extent(b)
 		}
-		r.rec.alloc(ev.Slot, at, ev.Size, ev.Tag, ev.ID, ev.Line)
+		r.rec.alloc(ev.Slot, at, ev.Size, ev.Tag, ev.Stack, ev.ID, ev.Line)
 	}
 	if r.held != nil {
 		at := b

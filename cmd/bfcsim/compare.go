@@ -77,6 +77,7 @@ or input (a missing or unreadable baseline, nothing in common with it).`,
 		},
 	}
 	o.replay.addFlags(cmd, true)
+	o.replay.addFramesFlag(cmd)
 	f := cmd.Flags()
 	f.StringVar(&o.baseline, "baseline", "", "the report.json `FILE` to compare with (required)")
 	f.StringVar(&o.tolerance, "tolerance", "2%", "the largest relative change that is still ok: a percentage (2%, 0.5%) or a fraction (0.02)")

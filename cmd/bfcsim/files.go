@@ -41,7 +41,9 @@ func (t *openedTrace) Close() error {
 // device is the one with the most entries; `bfcsim import --device` picks
 // another). tfAllocator picks a TensorFlow capture's allocator ("": the
 // only one).
-func openTrace(ctx context.Context, e *env, path string, skipInvalid bool, tfAllocator string) (*openedTrace, error) {
+// openTrace opens path (- for standard input) as a trace, converting a
+// recording on the fly; opt's Name and Device are filled in.
+func openTrace(ctx context.Context, e *env, path string, opt input.Options) (*openedTrace, error) {
 	t := &openedTrace{path: path, size: -1}
 	var in io.Reader = e.stdin
 	name := "stdin"
@@ -61,12 +63,8 @@ func openTrace(ctx context.Context, e *env, path string, skipInvalid bool, tfAll
 		}
 		t.file, in, name = f, f, path
 	}
-	s, err := input.Open(ctx, in, name, input.Options{
-		Name:        traceNameOf(path, "stdin"),
-		SkipInvalid: skipInvalid,
-		Device:      -1,
-		Allocator:   tfAllocator,
-	})
+	opt.Name, opt.Device = traceNameOf(path, "stdin"), -1
+	s, err := input.Open(ctx, in, name, opt)
 	if err != nil {
 		if t.file != nil {
 			t.file.Close()

@@ -15,6 +15,7 @@ import (
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/search"
 	"github.com/bfcsim/bfcsim/sim"
+	"github.com/bfcsim/bfcsim/trace/input"
 )
 
 // searchFlags are the flags fit and advise share.
@@ -177,7 +178,7 @@ func (s *searchRun) finish() {
 // allocators and options as replay takes them, pytorch alone for a PyTorch
 // recording unless -a is given.
 func openSearch(cmd *cobra.Command, e *env, o *replayOptions, path string, tolerate bool, jobs int) (*searchRun, error) {
-	t, err := openTrace(cmd.Context(), e, path, o.skipInvalid, o.tfAllocator)
+	t, err := openTrace(cmd.Context(), e, path, input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator})
 	if err != nil {
 		return nil, err
 	}

@@ -78,6 +78,7 @@ type importOptions struct {
 	noAddr      bool   // mtrace
 	device      int    // pytorch; -1 picks the device with the most entries
 	allocator   string // tensorflow; "" takes the only one
+	frames      string // pytorch: path fragments of the user's own frames
 	quiet       bool
 }
 
@@ -195,6 +196,7 @@ capture starts from an empty pool.`,
 	f.BoolVar(&o.noAddr, "no-addr", false, "mtrace: leave the recorded addresses out of the trace")
 	f.IntVar(&o.device, "device", -1, "pytorch: the CUDA device whose allocations to import (-1: the one with the most)")
 	f.StringVar(&o.allocator, "allocator", "", "tensorflow: the allocator whose events to import, e.g. GPU_0_bfc (needed when the capture has several)")
+	f.StringVar(&o.frames, "frames", "", framesHelp)
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar")
 	for _, name := range importFlags {
 		used := slices.ContainsFunc(importFormats, func(f importFormat) bool { return slices.Contains(f.flags, name) })
@@ -249,6 +251,7 @@ func runImport(cmd *cobra.Command, e *env, o *importOptions, format, path string
 			Device:      o.device,
 			NoAddr:      o.noAddr,
 			Allocator:   o.allocator,
+			Frames:      trace.ParseFrameRule(o.frames),
 		})
 		if err != nil {
 			return err

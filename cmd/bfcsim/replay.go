@@ -19,6 +19,7 @@ import (
 	"github.com/bfcsim/bfcsim/allocators/bfcdump"
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/sim"
+	"github.com/bfcsim/bfcsim/trace/input"
 )
 
 type replayOptions struct {
@@ -41,6 +42,8 @@ type replayOptions struct {
 	// tfAllocator picks the allocator of a TensorFlow profiler capture
 	// (--allocator GPU_0_bfc).
 	tfAllocator string
+	// frames are path fragments of the user's own code (--frames).
+	frames string
 	// allocatorsGiven says -a was given. When it was not, an allocator
 	// named by --set joins the default set: --set pytorch.KEY=VALUE alone
 	// is enough to replay pytorch.
@@ -84,6 +87,7 @@ Allocators (-a) and their options (--set NAME.KEY=VALUE):
 		},
 	}
 	o.addFlags(cmd, true)
+	o.addFramesFlag(cmd)
 	f := cmd.Flags()
 	f.StringVarP(&o.format, "format", "f", "table", "output format: "+strings.Join(report.Formats, ", "))
 	f.StringVarP(&o.out, "out", "o", "", "also write report.json, report.md, timeline.csv, every plot (PNG and SVG), index.html and bfc's memory dumps into this directory")
@@ -274,7 +278,8 @@ func runReplay(cmd *cobra.Command, e *env, o *replayOptions, paths []string) err
 
 func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs []sim.AllocatorSpec,
 	capacity uint64, spaceOpts allocators.Options) (report.TraceRun, error) {
-	t, err := openTrace(cmd.Context(), e, path, o.skipInvalid, o.tfAllocator)
+	t, err := openTrace(cmd.Context(), e, path, input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator,
+		Frames: o.frameRule(), CallSites: true})
 	if err != nil {
 		return report.TraceRun{}, err
 	}
@@ -306,7 +311,7 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 			}
 		}()
 		cfg.Reread = func() (sim.Source, error) {
-			r, err := openTrace(cmd.Context(), e, path, o.skipInvalid, o.tfAllocator)
+			r, err := openTrace(cmd.Context(), e, path, input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator, Frames: o.frameRule()})
 			if err != nil {
 				return nil, err
 			}
@@ -353,6 +358,7 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 	return report.TraceRun{
 		Name: name, Path: path, Header: h, Summary: t.Summary(),
 		CapacityBytes: capacity, Space: o.space, Skipped: t.SkippedErrors(), Results: results,
+		CallSites: t.PeakCallSites(), Stacks: t.Stacks(), Frames: o.frameRule(),
 	}, nil
 }
 

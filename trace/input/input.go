@@ -104,6 +104,9 @@ type Options struct {
 	// Frames says which frames of a recorded stack are the program's own,
 	// for the call site an allocation is tagged with.
 	Frames trace.FrameRule
+	// CallSites has the Reader count the bytes live at the peak by call
+	// site (trace.TrackCallSites).
+	CallSites bool
 }
 
 // Detect names the format of an input from its first bytes (decompressed),
@@ -308,6 +311,9 @@ func Open(ctx context.Context, r io.Reader, file string, opt Options) (*Stream, 
 	var ropts []trace.ReaderOption
 	if opt.SkipInvalid {
 		ropts = append(ropts, trace.SkipInvalid())
+	}
+	if opt.CallSites {
+		ropts = append(ropts, trace.TrackCallSites())
 	}
 	if s.Format == Trace {
 		if s.Reader, err = trace.NewReader(in, file, ropts...); err != nil {
