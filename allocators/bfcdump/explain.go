@@ -289,6 +289,8 @@ func explainLog(s *Snapshot, r *reading) Explanation {
 		ex.Verdict = VerdictFragmentation
 		if r.fits == fitNo {
 			ex.RestsOn = append(ex.RestsOn, "no free chunk fits: "+r.fitFrom)
+		} else if largestBound(r) != "" {
+			cite("largest_free_chunk", "largest free chunk")
 		}
 		grow := fmt.Sprintf("the pool can grow by only %s", ib(headroom))
 		free := fmt.Sprintf("%s%s is free (%s%s in the pool, %s not yet reserved)", approx("free_in_pool"), ib(sum.FreeInPool+sum.Unreserved),
@@ -300,10 +302,30 @@ func explainLog(s *Snapshot, r *reading) Explanation {
 		text = append(text, fmt.Sprintf("%s%s is in use of the %s limit, so %s: enough for %s in total. But %s, and %s: fragmentation, not lack of memory; the request needs one contiguous chunk.",
 			approx("bytes_in_use"), ib(sum.BytesInUse), ib(sum.MemoryLimit), free, asked, grow, noChunkFits(r)))
 		text = append(text, fragmentationCause(s, r, need, &ex)...)
+	case r.limitKnown && r.inUseKnown && r.poolCannotGrowBy(need, reqExact):
+		// Only a lower bound of the pool (its chunk lines, the largest free
+		// chunk and the bytes in use): enough to show it could not grow by
+		// the request.
+		cite("bytes_in_use", "bytes in use")
+		cite("memory_limit", "memory limit")
+		cite("pool_bytes", "pool")
+		ex.Verdict = VerdictFragmentation
+		if r.fits == fitNo {
+			ex.RestsOn = append(ex.RestsOn, "no free chunk fits: "+r.fitFrom)
+		} else if largestBound(r) != "" {
+			cite("largest_free_chunk", "largest free chunk")
+		}
+		text = append(text, fmt.Sprintf("%s%s is in use of the %s limit, enough room for %s in total. But the pool holds at least %s (%s), so it can grow by at most %s, and %s: fragmentation, not lack of memory; the request needs one contiguous chunk.",
+			approx("bytes_in_use"), ib(sum.BytesInUse), ib(sum.MemoryLimit), asked, ib(sum.PoolBytes), provenanceText(r.prov["pool_bytes"]),
+			ib(sum.MemoryLimit-min(sum.MemoryLimit, sum.PoolBytes)), noChunkFits(r)))
+		text = append(text, fragmentationCause(s, r, need, &ex)...)
 	case r.limitKnown && r.inUseKnown:
 		cite("bytes_in_use", "bytes in use")
 		cite("memory_limit", "memory limit")
 		ex.Verdict = VerdictFragmentation
+		if r.fits != fitNo && largestBound(r) != "" {
+			cite("largest_free_chunk", "largest free chunk")
+		}
 		text = append(text, fmt.Sprintf("%s%s is in use of the %s limit, enough room for %s in total, and %s: fragmentation or a pool that could not grow, not lack of memory. Which of the two needs the pool's size, not in this paste.",
 			approx("bytes_in_use"), ib(sum.BytesInUse), ib(sum.MemoryLimit), asked, noChunkFits(r)))
 		ex.CannotKnow = append(ex.CannotKnow, "the pool's size, so whether the pool could have grown (TF 1.14+ prints it on the line after \"Sum Total of in-use chunks\")")
@@ -326,6 +348,9 @@ func explainLog(s *Snapshot, r *reading) Explanation {
 		case r.binForSmaller != "":
 			text = append(text, fmt.Sprintf("What the paste does show: %s; larger bins would be in the bin lines, not in the paste.", r.binForSmaller))
 			ex.RestsOn = append(ex.RestsOn, "the request's bin: "+r.binForSmaller)
+		case largestBound(r) != "":
+			text = append(text, fmt.Sprintf("What the paste does show: %s.", largestBound(r)))
+			cite("largest_free_chunk", "largest free chunk")
 		}
 		ex.CannotKnow = append(ex.CannotKnow, "the Stats block (Limit, InUse), which decides whether memory ran out")
 	}
@@ -343,12 +368,27 @@ func explainLog(s *Snapshot, r *reading) Explanation {
 }
 
 // noChunkFits says how the paste shows that no free chunk could hold the
-// request.
+// request, and what it shows of the largest free chunk.
 func noChunkFits(r *reading) string {
 	if r.fits == fitNo {
 		return fmt.Sprintf("no free chunk can hold it (%s)", r.fitFrom)
 	}
-	return "no free chunk could hold it (TensorFlow logs this dump only after its best-fit search found none)"
+	t := "no free chunk could hold it (TensorFlow logs this dump only after its best-fit search found none"
+	if b := largestBound(r); b != "" {
+		t += "; " + b
+	}
+	return t + ")"
+}
+
+// largestBound is what the paste shows of the largest free chunk when that
+// is a lower bound ("the largest free chunk is at least 6.1 GiB, by a free
+// chunk under "Bin for", line 9"); "" otherwise.
+func largestBound(r *reading) string {
+	p := r.prov["largest_free_chunk"]
+	if p.Source != SourceAtLeast || r.sum.LargestFreeChunk == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the largest free chunk is at least %s, by %s", ib(r.sum.LargestFreeChunk), provenanceText(p))
 }
 
 // fragmentationCause says what keeps the free memory apart, when the chunk

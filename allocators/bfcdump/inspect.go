@@ -17,9 +17,10 @@ const inspectWidth = 78
 
 // WriteInspect writes the report of `bfcsim inspect`: a headline (the
 // allocator, and the failed request when there is one), the pool in figures
-// (Summarize), the non-empty bins, TF's occupancy strip framed in '|' with a
-// legend, and the explanation (Explain) wrapped at 78 columns; with
-// opt.Chunks, every chunk. Sizes are binary units as go-humanize prints them,
+// (Summarize), the non-empty bins (each with where it comes from when a
+// pasted log's bin lines cover only some of them), TF's occupancy strip
+// framed in '|' with a legend, and the explanation (Explain) wrapped at 78
+// columns; with opt.Chunks, every chunk. Sizes are binary units as go-humanize prints them,
 // except the request, which is shown as TF logs it. WriteInspect fails on a
 // snapshot that does not Validate, and on a write error.
 func WriteInspect(w io.Writer, s *Snapshot, opt InspectOptions) error {
@@ -132,10 +133,32 @@ func WriteInspect(w io.Writer, s *Snapshot, opt InspectOptions) error {
 			} else {
 				ew.printf("\nbins (every chunk counted by size, as TF's bin lines)\n")
 			}
+		case binsMixed:
+			ew.printf("\nbins (TF's bin lines where pasted, every chunk counted by size, bytes as TF rounds them;\n")
+			ew.printf("  the bins without a pasted line counted over the pasted chunk lines)\n")
+		case binsMixedFreeOnly:
+			ew.printf("\nbins (TF's bin lines where pasted, which before TF 1.4 count only free chunks, bytes as\n")
+			ew.printf("  TF rounds them; the bins without a pasted line counted over the pasted free chunk lines)\n")
 		}
-		ew.printf("  %3s %10s %8s %8s %14s %14s\n", "bin", "bin size", "chunks", "in use", "bytes in bin", "bytes in use")
+		// A table of both sources says which each bin comes from.
+		mixed := rep.BinsFrom == binsMixed || rep.BinsFrom == binsMixedFreeOnly
+		from := func(b InspectBin) string {
+			switch p := b.Provenance; {
+			case !mixed || p == nil:
+				return ""
+			case p.Source == SourcePrinted:
+				return "   bin line " + p.Lines
+			default:
+				return "   " + p.From
+			}
+		}
+		head := ""
+		if mixed {
+			head = "   from"
+		}
+		ew.printf("  %3s %10s %8s %8s %14s %14s%s\n", "bin", "bin size", "chunks", "in use", "bytes in bin", "bytes in use", head)
 		for _, b := range rep.Bins {
-			ew.printf("  %3d %10s %8d %8d %14s %14s\n", b.Bin, ib(b.BinSize), b.TotalChunks, b.ChunksInUse, ib(b.BytesInBin), ib(b.BytesInUse))
+			ew.printf("  %3d %10s %8d %8d %14s %14s%s\n", b.Bin, ib(b.BinSize), b.TotalChunks, b.ChunksInUse, ib(b.BytesInBin), ib(b.BytesInUse), from(b))
 		}
 	}
 
@@ -279,14 +302,36 @@ type InspectReport struct {
 	Source *InspectSource `json:"source,omitempty"`
 	// Bins are the non-empty bins; BinsFrom says whether they are TF's
 	// printed bin lines ("bin lines", or "bin lines (free chunks only)" for
-	// TF ≤ 1.3) or counted over the chunks ("chunks").
-	Bins        []BinSummary `json:"bins"`
+	// TF ≤ 1.3), counted over the chunks ("chunks"), or, for a paste with
+	// only some of the bin lines, each bin from its line where pasted and
+	// counted over the chunk lines elsewhere ("bin lines and chunks", or
+	// "bin lines (free chunks only) and chunks").
+	Bins        []InspectBin `json:"bins"`
 	BinsFrom    string       `json:"bins_from"`
 	Occupancy   string       `json:"occupancy"`
 	Explanation Explanation  `json:"explanation"`
 	// Chunks are every chunk in address order, when asked for.
 	Chunks []InspectChunk `json:"chunks,omitempty"`
 }
+
+// InspectBin is one bin of the report: its figures, and for a pasted log
+// where they come from. Provenance.Source is "printed" for a bin whose bin
+// line is in the paste (Lines is that line; TensorFlow counted the bin over
+// the whole pool, and its bytes are rounded to three digits), "chunks" for
+// a bin counted over the chunk lines, or "at-least" when those are a partial
+// paste's. A bin's line wins over its chunk lines for every figure it
+// prints. Counted from a log, RequestedInUse is 0: chunk lines do not
+// print requested sizes.
+type InspectBin struct {
+	BinSummary
+	Provenance *Provenance `json:"provenance,omitempty"`
+}
+
+// Mixed bin tables (InspectReport.BinsFrom).
+const (
+	binsMixed         = "bin lines and chunks"
+	binsMixedFreeOnly = "bin lines (free chunks only) and chunks"
+)
 
 // InspectRequest is the failed allocation.
 type InspectRequest struct {
@@ -342,7 +387,7 @@ func NewInspectReport(s *Snapshot, withChunks bool) InspectReport {
 		Explanation: Explain(s),
 	}
 	if rep.Bins == nil {
-		rep.Bins = []BinSummary{}
+		rep.Bins = []InspectBin{}
 	}
 	if s.Request != nil {
 		q := requestSizes(s.Request)

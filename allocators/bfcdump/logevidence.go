@@ -96,7 +96,9 @@ func (f *Fig) set(g Fig) {
 // PrintedBin is one bin line: "Bin (256): \tTotal Chunks: 1, Chunks in
 // use: 1. 256B allocated for chunks. 256B in use in bin. 156B
 // client-requested in use in bin." Byte figures are human-readable, so
-// approximate; the counts are exact.
+// approximate; the counts are exact. TensorFlow counts the bin over the
+// whole pool, so a bin line outranks the chunk lines of that bin's sizes,
+// which a partial paste may lack.
 type PrintedBin struct {
 	Bin            int
 	Total, InUse   int64
@@ -118,8 +120,10 @@ type BinFor struct {
 
 // StateChunk is one chunk under "Chunk State:", as Chunk::DebugString
 // prints it: "  Size: 1.00MiB | Requested Size: 0B | in_use: 0 | bin_num:
-// 12, prev: ..., next: ...". Only the chunk itself is kept, not its
-// neighbours.
+// 12, prev: ..., next: ...", on the lines after "Bin for" or on that line
+// itself. Only the chunk itself is kept, not its neighbours. TensorFlow
+// lists the free chunks of the request's bin, so a free one bounds the
+// largest free chunk from below.
 type StateChunk struct {
 	Size, Requested Fig
 	InUse           bool

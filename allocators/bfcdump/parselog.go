@@ -48,7 +48,7 @@ var (
 	binLineRE  = regexp.MustCompile(`Bin \((\d+)\):\s*Total Chunks:\s*(\d+),\s*Chunks in use:\s*(\d+)(\.?)(.*)$`)
 	binFieldRE = regexp.MustCompile(`(` + humanSizePat + `) (allocated for chunks|client-requested for chunks|in use in bin|client-requested in use in bin)`)
 	binForRE   = regexp.MustCompile(`Bin for (` + humanSizePat + `) was (` + humanSizePat + `), Chunk State:`)
-	stateRE    = regexp.MustCompile(`Size: (` + humanSizePat + `)\s*\|\s*Requested Size: (` + humanSizePat + `)\s*\|\s*in_use: (\d)`)
+	stateRE    = regexp.MustCompile(`Size: (` + humanSizePat + `)\s*\|\s*Requested Size: (` + humanSizePat + `)\s*\|\s*in_use: (\d|true|false)`)
 	regionRE   = regexp.MustCompile(`Next region of size (\d+)`)
 	chunkOpRE  = regexp.MustCompile(`\bby op (\S*) action_count (\d+) step (\d+)`)
 	freedAtRE  = regexp.MustCompile(`\bfreed_at_count (\d+)`)
@@ -452,7 +452,9 @@ func (p *logParser) complete(text string) bool {
 	case strings.Contains(text, "Bin ("):
 		return binLineRE.MatchString(text) && strings.HasSuffix(text, "in use in bin.")
 	case strings.Contains(text, "Bin for "):
-		return binForRE.MatchString(text)
+		// A chunk state a paste joined onto the line must be whole too.
+		loc := binForRE.FindStringIndex(text)
+		return loc != nil && (!strings.Contains(text[loc[1]:], "Size:") || stateRE.MatchString(text[loc[1]:]))
 	case strings.Contains(text, "an out of memory trying") || strings.Contains(text, "Allocator ("):
 		if m := headlineRE.FindStringSubmatch(text); m != nil {
 			rest := m[3]
@@ -568,10 +570,7 @@ func (p *logParser) parseLine(text string, line int) error {
 		}
 	}
 	if p.inBinFor {
-		if m := stateRE.FindStringSubmatch(text); m != nil {
-			size, _ := humanFig(m[1], line)
-			req, _ := humanFig(m[2], line)
-			p.ev.BinFor.Chunks = append(p.ev.BinFor.Chunks, StateChunk{Size: size, Requested: req, InUse: m[3] != "0", Line: line})
+		if p.stateChunk(text, line) {
 			return nil
 		}
 		if text != "" {
@@ -600,15 +599,18 @@ func (p *logParser) parseLine(text string, line int) error {
 		}
 		return nil
 	case strings.Contains(text, "Bin for "):
-		if m := binForRE.FindStringSubmatch(text); m != nil {
+		if m := binForRE.FindStringSubmatchIndex(text); m != nil {
 			if !p.enter(stageBinFor) {
 				return nil
 			}
-			req, _ := humanFig(m[1], line)
-			bin, _ := humanFig(m[2], line)
+			req, _ := humanFig(text[m[2]:m[3]], line)
+			bin, _ := humanFig(text[m[4]:m[5]], line)
 			p.ev.BinFor = &BinFor{Request: req, BinSize: bin, Line: line}
 			p.inBinFor = true
 			p.seen(formatBinFor, line)
+			// The first chunk state may follow on the same line, where a
+			// paste joined the lines or a release printed it so.
+			p.stateChunk(text[m[1]:], line)
 		}
 		return nil
 	case strings.Contains(text, "Next region of size"):
@@ -712,6 +714,21 @@ func (p *logParser) parseLine(text string, line int) error {
 		p.stats(m[1], line)
 	}
 	return nil
+}
+
+// stateChunk reads the chunk Chunk::DebugString prints under "Bin for" from
+// text, where stateRE finds it first (its "prev:" and "next:" neighbours
+// follow it), and reports whether it found one.
+func (p *logParser) stateChunk(text string, line int) bool {
+	m := stateRE.FindStringSubmatch(text)
+	if m == nil {
+		return false
+	}
+	size, _ := humanFig(m[1], line)
+	req, _ := humanFig(m[2], line)
+	inUse := m[3] != "0" && m[3] != "false"
+	p.ev.BinFor.Chunks = append(p.ev.BinFor.Chunks, StateChunk{Size: size, Requested: req, InUse: inUse, Line: line})
+	return true
 }
 
 // skip notes a line that looks like one of the dump's lines but cannot be

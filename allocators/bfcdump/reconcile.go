@@ -2,6 +2,7 @@ package bfcdump
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,7 +39,7 @@ type reading struct {
 	sum  Summary
 	prov map[string]Provenance
 	// bins are the report's bins and binsFrom where they come from.
-	bins     []BinSummary
+	bins     []InspectBin
 	binsFrom string
 	// partial lists where the paste is partial or contradicts itself;
 	// missing what it leaves out.
@@ -58,6 +59,9 @@ type reading struct {
 	// inUseAtLeast: the bytes in use are a lower bound (a partial paste's
 	// in-use chunk lines).
 	inUseAtLeast bool
+	// largestTol is how far the largest free chunk may be above the truth:
+	// the rounding of the TF figure it was read from, 0 for an exact one.
+	largestTol uint64
 }
 
 const (
@@ -165,7 +169,7 @@ func (s *Snapshot) read() *reading {
 	r := &reading{sum: sum, chunksComplete: true, limitKnown: sum.MemoryLimit > 0, poolKnown: true, inUseKnown: true}
 	for _, b := range s.Bins() {
 		if b.TotalChunks > 0 {
-			r.bins = append(r.bins, b)
+			r.bins = append(r.bins, InspectBin{BinSummary: b})
 		}
 	}
 	r.binsFrom = "chunks"
@@ -443,6 +447,7 @@ func (r *reading) readLog(s *Snapshot) {
 		r.prov["free_in_pool"] = Provenance{Source: SourceUnknown}
 	}
 	r.largestFree(s, binLines, chunkLines)
+	r.boundFree()
 	if r.limitKnown && r.poolKnown && r.sum.MemoryLimit > r.sum.PoolBytes {
 		r.sum.Unreserved = r.sum.MemoryLimit - r.sum.PoolBytes
 	} else {
@@ -464,26 +469,157 @@ func (r *reading) readLog(s *Snapshot) {
 	r.prov["requested_in_use"] = Provenance{Source: SourceUnknown, From: "a log does not print requested sizes per chunk"}
 	r.prov["internal_waste"] = r.prov["requested_in_use"]
 
-	// Bins for the report: the printed ones when whole.
-	if binsWhole {
-		r.bins = r.bins[:0]
-		for _, b := range ev.Bins {
-			if b.Total == 0 {
-				continue
-			}
-			r.bins = append(r.bins, BinSummary{Bin: b.Bin, BinSize: BinSize(b.Bin), TotalChunks: b.Total, ChunksInUse: b.InUse,
-				BytesInBin: b.BytesInBin.V, BytesInUse: b.BytesInUse.V, RequestedInUse: b.RequestedInUse.V})
-		}
-		r.binsFrom = "bin lines"
-		if ev.BinsFreeOnly {
-			r.binsFrom = "bin lines (free chunks only)"
-		}
-	}
-
 	r.fitsRequest(s, binsWhole)
 	r.missingParts(s)
+	r.logBins(s, chunkLines)
 	if len(r.partial) > 0 {
 		r.boundPartial()
+	}
+}
+
+// logBins builds the report's bins for a pasted log. A bin whose line is in
+// the paste is TensorFlow's count over the whole pool and is taken as
+// printed, every figure of it; only a bin without a pasted line is counted
+// over the chunk lines, as the bin lines count (the free chunks alone when
+// they are of the older, free-only form), and that count is a lower bound
+// when the paste is partial. With only some of the bin lines pasted, the
+// table bounds the chunk counts from below better than the chunk lines
+// alone: it raises those of the summary that are lower bounds.
+func (r *reading) logBins(s *Snapshot, chunkLines string) {
+	ev := s.Log
+	// TF 0.5–0.6 printed bins past 20, each twice the one before.
+	binOf, last := BinNumForSize, NumBins-1
+	for _, b := range ev.Bins {
+		last = max(last, b.Bin)
+	}
+	if last >= NumBins {
+		binOf = func(n uint64) int { return bits.Len64(max(n, 1<<minAllocationBits)>>minAllocationBits) - 1 }
+	}
+	printed := make([]*PrintedBin, last+1)
+	for i, b := range ev.Bins {
+		if printed[b.Bin] == nil { // the first line of a bin printed twice
+			printed[b.Bin] = &ev.Bins[i]
+		}
+	}
+	counted := make([]BinSummary, last+1)
+	for _, c := range s.Chunks {
+		b := binOf(c.Size)
+		if b > last || printed[b] != nil || ev.BinsFreeOnly && c.InUse {
+			continue
+		}
+		cb := &counted[b]
+		cb.TotalChunks++
+		cb.BytesInBin += c.Size
+		if c.InUse {
+			cb.ChunksInUse++
+			cb.BytesInUse += c.Size
+			cb.RequestedInUse += c.Requested
+		}
+	}
+	countedProv := Provenance{Source: SourceChunks, Exact: true, From: "chunk lines", Lines: chunkLines}
+	if len(r.partial) > 0 || ev.ChunkAtAll {
+		countedProv = Provenance{Source: SourceAtLeast, From: "chunk lines (partial)", Lines: chunkLines}
+	}
+	r.bins = r.bins[:0]
+	var nPrinted, nCounted int
+	var chunks, inUse int64
+	for b := range printed {
+		switch pb := printed[b]; {
+		case pb != nil && pb.Total > 0:
+			nPrinted++
+			p := Provenance{Source: SourcePrinted, Exact: pb.BytesInBin.Exact && pb.BytesInUse.Exact && pb.RequestedInUse.Exact,
+				From: "bin line", Lines: lineRange(pb.Line, pb.Line)}
+			r.bins = append(r.bins, InspectBin{BinSummary: BinSummary{Bin: b, BinSize: BinSize(b), TotalChunks: pb.Total, ChunksInUse: pb.InUse,
+				BytesInBin: pb.BytesInBin.V, BytesInUse: pb.BytesInUse.V, RequestedInUse: pb.RequestedInUse.V}, Provenance: &p})
+			chunks, inUse = chunks+pb.Total, inUse+pb.InUse
+		case pb == nil && counted[b].TotalChunks > 0:
+			nCounted++
+			cb := counted[b]
+			cb.Bin, cb.BinSize = b, BinSize(b)
+			p := countedProv
+			r.bins = append(r.bins, InspectBin{BinSummary: cb, Provenance: &p})
+			chunks, inUse = chunks+cb.TotalChunks, inUse+cb.ChunksInUse
+		}
+	}
+	switch {
+	case len(ev.Bins) == 0:
+		r.binsFrom = "chunks"
+	case nCounted > 0 && ev.BinsFreeOnly:
+		r.binsFrom = binsMixedFreeOnly
+	case nCounted > 0:
+		r.binsFrom = binsMixed
+	case ev.BinsFreeOnly:
+		r.binsFrom = "bin lines (free chunks only)"
+	default:
+		r.binsFrom = "bin lines"
+	}
+	if nPrinted == 0 || ev.ChunkAtAll {
+		return
+	}
+	// Each bin's count is a lower bound of that bin, and bins do not
+	// overlap: their sum bounds the pool's (its free chunks' alone, for
+	// free-only bin lines). In-use and free chunks do not overlap either.
+	p := Provenance{Source: SourceAtLeast, From: "bin lines and chunk lines (partial)",
+		Lines: joinLines(lineRange(ev.Bins[0].Line, ev.Bins[len(ev.Bins)-1].Line), chunkLines)}
+	if nCounted == 0 {
+		p.From, p.Lines = "bin lines (partial)", lineRange(ev.Bins[0].Line, ev.Bins[len(ev.Bins)-1].Line)
+	}
+	// The chunk lines' counts are lower bounds here, or become them in
+	// boundPartial.
+	raise := func(key string, v *int, n int64, p Provenance) {
+		q := r.prov[key]
+		bound := q.Source == SourceAtLeast || q.Source == SourceUnknown || q.Source == SourceChunks && len(r.partial) > 0
+		if bound && int64(*v) < n {
+			*v = int(n)
+			r.prov[key] = p
+		}
+	}
+	if !ev.BinsFreeOnly {
+		raise("chunks", &r.sum.Chunks, chunks, p)
+		raise("chunks_in_use", &r.sum.ChunksInUse, inUse, p)
+	}
+	raise("free_chunks", &r.sum.FreeChunks, chunks-inUse, p)
+	if pu, pf := r.prov["chunks_in_use"], r.prov["free_chunks"]; pu.From != pf.From {
+		p = Provenance{Source: SourceAtLeast, From: "bin lines and chunk lines (partial)", Lines: joinLines(pu.Lines, pf.Lines)}
+	}
+	raise("chunks", &r.sum.Chunks, int64(r.sum.ChunksInUse)+int64(r.sum.FreeChunks), p)
+}
+
+// boundFree raises the free bytes and the pool, where only lower bounds of
+// them are known, to what the largest free chunk implies: a free chunk of
+// the "Bin for" block, say, is free memory in the pool.
+func (r *reading) boundFree() {
+	lf := r.prov["largest_free_chunk"]
+	if lf.Source == SourceUnknown || r.sum.LargestFreeChunk == 0 {
+		return
+	}
+	fp := r.prov["free_in_pool"]
+	if fp.Source != SourceAtLeast && fp.Source != SourceUnknown || r.sum.FreeInPool >= r.sum.LargestFreeChunk {
+		return
+	}
+	r.sum.FreeInPool = r.sum.LargestFreeChunk
+	r.prov["free_in_pool"] = Provenance{Source: SourceAtLeast, From: "the largest free chunk", Lines: lf.Lines}
+	// The pool holds the bytes in use besides. TF's rounded figures are
+	// taken less their rounding, so that the sum stays a lower bound.
+	pu, pp := r.prov["bytes_in_use"], r.prov["pool_bytes"]
+	if r.poolKnown || pp.Source != SourceAtLeast && pp.Source != SourceUnknown {
+		return
+	}
+	inUse := r.sum.BytesInUse
+	switch {
+	case pu.Source == SourceUnknown:
+		inUse = 0
+	case !pu.Exact && pu.Source != SourceAtLeast: // one of TF's rounded figures
+		inUse -= min(inUse, humanTolerance(inUse))
+	}
+	free := r.sum.FreeInPool - min(r.sum.FreeInPool, r.largestTol)
+	if pool := satAdd(inUse, free); pool > r.sum.PoolBytes {
+		r.sum.PoolBytes = pool
+		from := "bytes in use + free in pool"
+		if inUse == 0 {
+			from = "free in pool"
+		}
+		r.prov["pool_bytes"] = Provenance{Source: SourceAtLeast, From: from, Lines: joinLines(pu.Lines, lf.Lines)}
 	}
 }
 
@@ -515,7 +651,10 @@ func (r *reading) boundPartial() {
 }
 
 // largestFree finds the largest free chunk: exact from a complete chunk
-// list or TF's own figure, else bounded by the bin lines.
+// list or TF's own figure; else from the top bin's line when that bin holds
+// one free chunk; else bounded from below by the largest of the highest bin
+// line with a free chunk, the free chunk lines and the free chunks listed
+// under "Bin for".
 func (r *reading) largestFree(s *Snapshot, binLines, chunkLines string) {
 	ev := s.Log
 	var listed uint64
@@ -538,38 +677,79 @@ func (r *reading) largestFree(s *Snapshot, binLines, chunkLines string) {
 		r.prov["largest_free_chunk"] = printed(ev.LargestUsable, "Allocator memory summary")
 		return
 	}
-	// The highest bin with a free chunk holds the largest one.
+	// The highest bin with a free chunk holds the largest one. With only
+	// some of the bin lines pasted, the highest pasted one is that bin only
+	// if it is bin 20, the last (since TF 1.4; older releases' bin lines
+	// differ).
+	whole := ev.BinsWhole()
 	top := -1
 	var topBin PrintedBin
-	if ev.BinsWhole() {
-		for _, b := range ev.Bins {
-			free := b.Total
-			if !ev.BinsFreeOnly {
-				free -= b.InUse
-			}
-			if free > 0 && b.Bin > top {
-				top, topBin = b.Bin, b
+	for _, b := range ev.Bins {
+		free := b.Total
+		if !ev.BinsFreeOnly {
+			free -= b.InUse
+		}
+		if free > 0 && b.Bin > top {
+			top, topBin = b.Bin, b
+		}
+	}
+	if top < 0 && whole {
+		r.sum.LargestFreeChunk = 0
+		r.prov["largest_free_chunk"] = Provenance{Source: SourcePrinted, Exact: true, From: "bin lines: no free chunk", Lines: binLines}
+		return
+	}
+	// stated is the largest free chunk TF listed under "Bin for".
+	var stated StateChunk
+	if bf := ev.BinFor; bf != nil {
+		for _, c := range bf.Chunks {
+			if !c.InUse && c.Size.V > stated.Size.V {
+				stated = c
 			}
 		}
 	}
+	// atLeast makes the lower bound v of the bin lines, if any, the
+	// largest of it, the free chunk lines and the chunk under "Bin for";
+	// tol is v's rounding.
+	atLeast := func(v, tol uint64, p Provenance) {
+		r.largestTol = tol
+		if listed > v {
+			v, p = listed, Provenance{Source: SourceAtLeast, From: "free chunk lines (partial)", Lines: chunkLines}
+			r.largestTol = 0
+		}
+		if stated.Size.V > v {
+			v, p = stated.Size.V, Provenance{Source: SourceAtLeast, From: "a free chunk under \"Bin for\"", Lines: lineRange(stated.Line, stated.Line)}
+			if !stated.Size.Exact {
+				r.largestTol = humanTolerance(v)
+			}
+		}
+		r.sum.LargestFreeChunk = v
+		if v == 0 {
+			p = Provenance{Source: SourceUnknown}
+		}
+		r.prov["largest_free_chunk"] = p
+	}
 	if top < 0 {
-		if ev.BinsWhole() {
-			r.sum.LargestFreeChunk = 0
-			r.prov["largest_free_chunk"] = Provenance{Source: SourcePrinted, Exact: true, From: "bin lines: no free chunk", Lines: binLines}
-			return
-		}
-		r.sum.LargestFreeChunk = listed
-		if listed > 0 {
-			r.prov["largest_free_chunk"] = Provenance{Source: SourceAtLeast, From: "free chunk lines (partial)", Lines: chunkLines}
-		} else {
-			r.prov["largest_free_chunk"] = Provenance{Source: SourceUnknown}
-		}
+		atLeast(0, 0, Provenance{})
 		return
 	}
 	free := topBin.Total
 	freeBytes := topBin.BytesInBin.V - min(topBin.BytesInBin.V, topBin.BytesInUse.V)
 	if !ev.BinsFreeOnly {
 		free -= topBin.InUse
+	}
+	freeTol := humanTolerance(topBin.BytesInBin.V) + humanTolerance(topBin.BytesInUse.V)
+	if !whole && (top != NumBins-1 || ev.BinsFreeOnly) {
+		// Not the top bin: a lower bound, its one free chunk's size when
+		// it holds one, else its bin size.
+		p := Provenance{Source: SourceAtLeast, From: fmt.Sprintf("bin %d's line: %d free chunks of %s in all", top, free, ib(freeBytes)),
+			Lines: lineRange(topBin.Line, topBin.Line)}
+		if free == 1 && freeBytes > BinSize(top) {
+			p.From = fmt.Sprintf("bin %d's line: its one free chunk", top)
+			atLeast(freeBytes, freeTol, p)
+			return
+		}
+		atLeast(BinSize(top), 0, p)
+		return
 	}
 	if free == 1 && freeBytes > 0 {
 		// One free chunk in the top bin: TF printed its size, roughly.
@@ -581,11 +761,17 @@ func (r *reading) largestFree(s *Snapshot, binLines, chunkLines string) {
 			return
 		}
 		r.prov["largest_free_chunk"] = Provenance{Source: SourceDerived, From: fmt.Sprintf("bin %d's line: its one free chunk", top), Lines: lineRange(topBin.Line, topBin.Line)}
+		r.largestTol = freeTol
+		return
+	}
+	p := Provenance{Source: SourceAtLeast, From: fmt.Sprintf("bin %d's line: %d free chunks of %s in all", top, free, ib(freeBytes)),
+		Lines: lineRange(topBin.Line, topBin.Line)}
+	if stated.Size.V > max(BinSize(top), listed) {
+		atLeast(BinSize(top), 0, p)
 		return
 	}
 	r.sum.LargestFreeChunk = max(BinSize(top), listed)
-	r.prov["largest_free_chunk"] = Provenance{Source: SourceAtLeast, From: fmt.Sprintf("bin %d's line: %d free chunks of %s in all", top, free, ib(freeBytes)),
-		Lines: lineRange(topBin.Line, topBin.Line)}
+	r.prov["largest_free_chunk"] = p
 }
 
 // fitsRequest decides from the printed lines whether a free chunk could
@@ -610,6 +796,15 @@ func (r *reading) fitsRequest(s *Snapshot, binsWhole bool) {
 			return
 		}
 	}
+	if bf := ev.BinFor; bf != nil {
+		for _, c := range bf.Chunks {
+			// Larger beyond TF's rounding.
+			if !c.InUse && c.Size.V >= need && !approxEqual(c.Size, need) {
+				r.fits, r.fitFrom = fitYes, fmt.Sprintf("a free chunk of %s under \"Bin for\" (line %d)", ib(c.Size.V), c.Line)
+				return
+			}
+		}
+	}
 	if bf := ev.BinFor; bf != nil && len(bf.Chunks) > 0 {
 		smaller := true
 		for _, c := range bf.Chunks {
@@ -624,14 +819,20 @@ func (r *reading) fitsRequest(s *Snapshot, binsWhole bool) {
 			}
 		}
 	}
-	if !binsWhole {
+	if len(ev.Bins) == 0 {
 		return
 	}
 	rb := BinNumForSize(need)
-	if ev.Bins[len(ev.Bins)-1].Bin >= NumBins && BinSize(rb) < need {
-		// TF 0.5–0.6 searched from the first bin at least as large.
-		rb++
+	if slices.ContainsFunc(ev.Bins, func(b PrintedBin) bool { return b.Bin >= NumBins }) {
+		// TF 0.5–0.6 had bins past 20, and searched from the first bin at
+		// least as large.
+		rb = max(0, bits.Len64(need>>minAllocationBits)-1)
+		if BinSize(rb) < need {
+			rb++
+		}
 	}
+	// A free chunk in a bin above the request's holds it, whether or not
+	// the other bin lines are in the paste.
 	for _, b := range ev.Bins {
 		free := b.Total
 		if !ev.BinsFreeOnly {
@@ -641,6 +842,9 @@ func (r *reading) fitsRequest(s *Snapshot, binsWhole bool) {
 			r.fits, r.fitFrom = fitYes, fmt.Sprintf("bin %d's line (line %d)", b.Bin, b.Line)
 			return
 		}
+	}
+	if !binsWhole {
+		return
 	}
 	// Only the request's own bin is left: its free chunks are listed
 	// under "Bin for", or the bin has none.
@@ -748,4 +952,17 @@ func regionGaps(s *Snapshot) []string {
 		}
 	}
 	return out
+}
+
+// poolCannotGrowBy reports whether a lower bound of the pool, with the
+// memory limit, shows that the pool could not grow by need bytes (taken
+// less TF's rounding when the request is only TF's human-readable figure).
+func (r *reading) poolCannotGrowBy(need uint64, reqExact bool) bool {
+	if !r.limitKnown || r.poolKnown || r.prov["pool_bytes"].Source != SourceAtLeast || r.sum.PoolBytes == 0 {
+		return false
+	}
+	if !reqExact {
+		need -= min(need, humanTolerance(need))
+	}
+	return r.sum.MemoryLimit-min(r.sum.MemoryLimit, r.sum.PoolBytes) < need
 }
