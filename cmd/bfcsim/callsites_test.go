@@ -180,3 +180,11 @@ func jsonOf(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestEmptyReplayWarns: a trace with no allocation replays to a report of
+// zeros, and says so, even with -q.
+func TestEmptyReplayWarns(t *testing.T) {
+	code, _, stderr := cli(t, `{"op":"mark","name":"x"}`+"\n", "replay", "-", "-a", "bfc", "-q")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "warning: standard input has no allocations")
+}

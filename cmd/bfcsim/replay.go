@@ -348,6 +348,15 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 	if !o.quiet {
 		printConversionNote(e.stderr, t)
 	}
+	if sum := t.Summary(); sum.Allocs == 0 {
+		// Said even with -q: a report of zeros is otherwise easy to
+		// take for a result.
+		where := path
+		if path == "-" {
+			where = "standard input"
+		}
+		fmt.Fprintf(e.stderr, "bfcsim: warning: %s has no allocations: the replay did nothing, and its report is all zeros\n", where)
+	}
 	name := h.Name
 	if name == "" {
 		name = strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)), ".jsonl")
