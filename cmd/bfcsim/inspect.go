@@ -1,22 +1,28 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/bfcsim/bfcsim/allocators/bfcdump"
+	"github.com/bfcsim/bfcsim/allocators/pytorchoom"
 	"github.com/bfcsim/bfcsim/trace"
 )
 
 type inspectOptions struct {
-	format string
-	chunks bool
-	export string
+	format   string
+	chunks   bool
+	export   string
+	snapshot string // a PyTorch snapshot of the run whose message is read
 }
 
 var inspectFormats = []string{"text", "json"}
@@ -25,10 +31,11 @@ func newInspectCmd(e *env) *cobra.Command {
 	o := &inspectOptions{}
 	cmd := &cobra.Command{
 		Use:   "inspect [flags] FILE",
-		Short: "Explain a BFC memory dump or a TensorFlow out-of-memory log",
+		Short: "Explain a BFC memory dump, a TensorFlow out-of-memory log or PyTorch's out-of-memory message",
 		Long: `Read the state of a BFC allocator and explain it: the pool's size and use,
 the bins, TensorFlow's 100-character occupancy strip, and why an allocation
-failed (fragmentation or lack of memory).
+failed (fragmentation or lack of memory). Or read the message PyTorch's CUDA
+caching allocator raises when it runs out of memory, and say why.
 
 FILE is one of:
   - a MemoryDump protobuf, as TensorFlow writes it on an out-of-memory when
@@ -39,8 +46,13 @@ FILE is one of:
     the bin lines, the "Chunk at"/"InUse at"/"Free  at" chunk lines, the
     in-use summary, Stats), whole or in part, pasted as it is: glog prefixes,
     "> " quotes, wrapped lines, CRLF and other loggers' lines are fine;
+  - text holding PyTorch's out-of-memory message ("CUDA out of memory. Tried
+    to allocate ..."), of any release since 1.0, CUDA or ROCm ("HIP out of
+    memory"), pasted as it is: Python tracebacks, "> " quotes, log prefixes
+    such as "[rank0]: ", lines wrapped anywhere, CRLF; with several
+    messages, the last is explained;
   - - for standard input.
-Either may be gzip- or zstd-compressed.
+Any of them may be gzip- or zstd-compressed.
 
 A pasted log is read for TensorFlow's own figures first (Stats, the bin
 lines, the in-use summary, the pool line), the chunk lines second: each
@@ -48,14 +60,32 @@ figure says where it comes from, a partial paste is called partial with
 the reason, and the report says what the paste leaves out. A MemoryDump
 does not record the memory limit or where regions begin, so bfcsim infers
 regions from gaps between chunks and reasons about the pool alone.
-docs/allocators/bfc.md lists every TensorFlow release's log format.`,
+docs/allocators/bfc.md lists every TensorFlow release's log format.
+
+For a PyTorch message, the report gives the request and the device's and
+PyTorch's figures (total capacity, free, allocated, reserved, reserved but
+unallocated, the per-process limit, other processes), each with the
+rounding of its two printed decimals and the line it came from, and a
+verdict: fragmentation, limit, other-process or no-room, tested in that
+order, with the figures it rests on and what the message leaves open.
+--chunks and --export do not apply to it. docs/pytorch-oom.md lists every
+release's wording and the rules.
+
+With --snapshot, the memory snapshot of the same run (recorded with
+torch.cuda.memory._record_memory_history and dumped after the error) is
+replayed by the pytorch model under the limit the message describes: the
+report says whether the model fails the same way, which call sites held
+the memory then, and whether expandable_segments:True, max_split_size_mb or
+garbage_collection_threshold would have served the request.`,
 		Example: `  bfcsim inspect out/transformer-train.bfc.oom.memdump
   bfcsim inspect oom.log --chunks
   pbpaste | bfcsim inspect -
-  bfcsim inspect oom.log --export oom.memdump   # convert a pasted log to a MemoryDump`,
+  bfcsim inspect oom.log --export oom.memdump   # convert a pasted log to a MemoryDump
+  bfcsim inspect -f json torch-oom.txt          # a PyTorch out-of-memory message
+  bfcsim inspect torch-oom.txt --snapshot oom.pickle   # ... with the run's snapshot`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return fmt.Errorf("inspect takes one file (a MemoryDump or a TensorFlow log), or - for standard input; got %d (see '%s --help')",
+				return fmt.Errorf("inspect takes one file (a MemoryDump, a TensorFlow log or a PyTorch out-of-memory message), or - for standard input; got %d (see '%s --help')",
 					len(args), cmd.CommandPath())
 			}
 			return nil
@@ -68,9 +98,14 @@ docs/allocators/bfc.md lists every TensorFlow release's log format.`,
 	f.StringVarP(&o.format, "format", "f", "text", "output format: text or json")
 	f.BoolVar(&o.chunks, "chunks", false, "also list every chunk")
 	f.StringVar(&o.export, "export", "", "also write the state as a MemoryDump protobuf to this file")
+	f.StringVar(&o.snapshot, "snapshot", "", "with a PyTorch message: the memory snapshot of the same run; name the call sites live at the failure and replay it under other settings")
 	_ = cmd.RegisterFlagCompletionFunc("format", fixedCompletion(inspectFormats...))
 	return cmd
 }
+
+// sniffBytes is how much of the input inspect looks at to tell a binary
+// MemoryDump (which holds NUL bytes) from text.
+const sniffBytes = 64 << 10
 
 func runInspect(cmd *cobra.Command, e *env, o *inspectOptions, path string) error {
 	if !slices.Contains(inspectFormats, o.format) {
@@ -81,24 +116,254 @@ func runInspect(cmd *cobra.Command, e *env, o *inspectOptions, path string) erro
 			return err
 		}
 	}
-	var in io.Reader = e.stdin
 	name := "stdin"
 	if path != "-" {
-		f, err := os.Open(path)
+		name = path
+	}
+	open := func() (io.Reader, func(), error) {
+		var in io.Reader = e.stdin
+		closeFile := func() {}
+		if path != "-" {
+			f, err := os.Open(path)
+			if err != nil {
+				return nil, nil, err
+			}
+			in, closeFile = f, func() { f.Close() }
+		}
+		rc, err := trace.NewDecompressReader(in)
+		if err != nil {
+			closeFile()
+			return nil, nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return trace.ContextReader(cmd.Context(), rc), func() { rc.Close(); closeFile() }, nil
+	}
+	in, done, err := open()
+	if err != nil {
+		return err
+	}
+	defer func() { done() }()
+
+	// Text may hold PyTorch's message: scan it for one, line by line, in
+	// flat memory. Standard input cannot be read twice, so what the scan
+	// reads is also kept (spoolWriter), up to bfcdump's own bound, for
+	// bfcdump in case no message turns up; the copy is dropped at the first
+	// message.
+	br := bufio.NewReaderSize(in, sniffBytes)
+	head, err := br.Peek(sniffBytes)
+	if err != nil && err != io.EOF && !errors.Is(err, bufio.ErrBufferFull) {
+		return fmt.Errorf("reading %s: %w", name, err)
+	}
+	var src io.Reader = br
+	if !bytes.Contains(head, []byte{0}) {
+		var spool *spoolWriter
+		scanned := io.Reader(br)
+		if path == "-" {
+			spool = &spoolWriter{max: bfcdump.MaxInputBytes}
+			defer spool.release()
+			scanned = io.TeeReader(br, spool)
+		}
+		s := pytorchoom.NewScanner(scanned)
+		found := &pytorchoom.Input{Name: name}
+		for s.Scan() {
+			found.Add(s.Message())
+			if spool != nil {
+				spool.release()
+			}
+		}
+		found.Lines = s.Lines()
+		if err := s.Err(); err != nil {
+			return fmt.Errorf("reading %s: %w", name, err)
+		}
+		if found.Last != nil {
+			return writePyTorchOOM(cmd, e, o, found)
+		}
+		switch {
+		case spool == nil: // a file: read it again
+			done()
+			done = func() {}
+			again, closeAgain, err := open()
+			if err != nil {
+				return err
+			}
+			src, done = again, closeAgain
+		case spool.over:
+			return fmt.Errorf("%s: larger than %d bytes, too large for a MemoryDump or a BFC log, and no PyTorch out-of-memory message in it", name, bfcdump.MaxInputBytes)
+		default:
+			if src, err = spool.reader(); err != nil {
+				return err
+			}
+		}
+		snap, err := readBFC(src, name, s)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		in, name = f, path
+		return writeBFC(cmd, o, snap)
 	}
-	rc, err := trace.NewDecompressReader(in)
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	defer rc.Close()
-	snap, _, err := bfcdump.Read(trace.ContextReader(cmd.Context(), rc), name)
+	snap, err := readBFC(src, name, nil)
 	if err != nil {
 		return err
+	}
+	return writeBFC(cmd, o, snap)
+}
+
+// readBFC reads a MemoryDump or a TensorFlow log. Its error for input that
+// is neither also says it is no PyTorch message, with what the scan s saw.
+func readBFC(r io.Reader, name string, s *pytorchoom.Scanner) (*bfcdump.Snapshot, error) {
+	snap, _, err := bfcdump.Read(r, name)
+	if err == nil {
+		return snap, nil
+	}
+	msg := err.Error()
+	for _, old := range []string{
+		"neither a MemoryDump protobuf nor a TensorFlow BFC log",
+		"neither a MemoryDump nor a TensorFlow BFC log",
+	} {
+		if strings.Contains(msg, old) {
+			msg = strings.Replace(msg, old, "neither a MemoryDump protobuf, a TensorFlow BFC log nor a PyTorch out-of-memory message", 1)
+			if s != nil {
+				if n, text := s.NearMiss(); n > 0 {
+					msg += fmt.Sprintf(" (line %d, %q, speaks of running out of memory but is not PyTorch's caching allocator message, which says \"out of memory. Tried to allocate\")", n, text)
+				}
+			}
+			return nil, &relabeledError{msg: msg, err: err}
+		}
+	}
+	return nil, err
+}
+
+// relabeledError rewords an error and keeps it for errors.Is.
+type relabeledError struct {
+	msg string
+	err error
+}
+
+func (e *relabeledError) Error() string { return e.msg }
+func (e *relabeledError) Unwrap() error { return e.err }
+
+// spoolMemBytes is how much of standard input the spool keeps in memory;
+// past it the spool is a temporary file, so that a long log on standard
+// input costs disk, not memory, while it is scanned.
+const spoolMemBytes = 8 << 20
+
+// spoolWriter keeps what is written, up to max bytes, until released: the
+// first spoolMemBytes in memory, the rest in a temporary file. A write
+// never fails (the scan that feeds it must go on); reader reports the
+// first error.
+type spoolWriter struct {
+	mem  bytes.Buffer
+	file *os.File
+	n    int64
+	max  int64
+	over bool // more than max was written
+	done bool // released: writes are dropped
+	err  error
+}
+
+func (w *spoolWriter) Write(p []byte) (int, error) {
+	if w.done || w.over || w.err != nil {
+		return len(p), nil
+	}
+	if w.n+int64(len(p)) > w.max {
+		w.over = true
+		w.release()
+		return len(p), nil
+	}
+	w.n += int64(len(p))
+	if w.file == nil && w.mem.Len()+len(p) <= spoolMemBytes {
+		w.mem.Write(p)
+		return len(p), nil
+	}
+	if w.file == nil {
+		f, err := os.CreateTemp("", "bfcsim-inspect-*")
+		if err != nil {
+			w.err = fmt.Errorf("keeping standard input: %w", err)
+			return len(p), nil
+		}
+		w.file = f
+		if _, err := f.Write(w.mem.Bytes()); err != nil {
+			w.err = fmt.Errorf("keeping standard input: %w", err)
+			return len(p), nil
+		}
+		w.mem = bytes.Buffer{}
+	}
+	if _, err := w.file.Write(p); err != nil {
+		w.err = fmt.Errorf("keeping standard input: %w", err)
+	}
+	return len(p), nil
+}
+
+// reader reads back what was kept.
+func (w *spoolWriter) reader() (io.Reader, error) {
+	if w.err != nil {
+		return nil, w.err
+	}
+	if w.file != nil {
+		if _, err := w.file.Seek(0, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("keeping standard input: %w", err)
+		}
+		return w.file, nil
+	}
+	return bytes.NewReader(w.mem.Bytes()), nil
+}
+
+// release drops what was kept and removes the temporary file.
+func (w *spoolWriter) release() {
+	w.done = true
+	w.mem = bytes.Buffer{}
+	if w.file != nil {
+		w.file.Close()
+		os.Remove(w.file.Name())
+		w.file = nil
+	}
+}
+
+// writePyTorchOOM writes the report on a PyTorch message.
+func writePyTorchOOM(cmd *cobra.Command, e *env, o *inspectOptions, found *pytorchoom.Input) error {
+	if o.chunks || o.export != "" {
+		flag := "--chunks"
+		if o.export != "" {
+			flag = "--export"
+		}
+		return fmt.Errorf("%s: %s applies to a BFC allocator's state (a MemoryDump or a TensorFlow log); this is PyTorch's out-of-memory message, which has no chunks", found.Name, flag)
+	}
+	rep := pytorchoom.NewReport(found)
+	var check *snapshotCheck
+	if o.snapshot != "" {
+		var err error
+		if check, err = checkSnapshot(cmd.Context(), e, o.snapshot, rep); err != nil {
+			return err
+		}
+	}
+	w := &stickyWriter{w: cmd.OutOrStdout()}
+	if o.format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		out := struct {
+			*pytorchoom.Report
+			Snapshot *snapshotCheck `json:"snapshot,omitempty"`
+		}{rep, check}
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	} else {
+		if err := pytorchoom.WriteText(w, rep); err != nil {
+			return err
+		}
+		if check != nil {
+			writeSnapshotCheck(w, check)
+		}
+	}
+	if w.err != nil {
+		return fmt.Errorf("writing the report: %w", w.err)
+	}
+	return nil
+}
+
+// writeBFC writes the report on a BFC allocator's state, and with --export
+// the state as a MemoryDump.
+func writeBFC(cmd *cobra.Command, o *inspectOptions, snap *bfcdump.Snapshot) error {
+	if o.snapshot != "" {
+		return fmt.Errorf("--snapshot applies to PyTorch's out-of-memory message; this is a BFC allocator's state (a MemoryDump or a TensorFlow log)")
 	}
 	if o.export != "" {
 		data, err := bfcdump.Marshal(snap)

@@ -1,0 +1,58 @@
+package pytorchoom
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// FuzzRead: any bytes never panic, every message found has a request and
+// sane lines, and its report renders, in time linear in the input.
+func FuzzRead(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*.txt")
+	for _, name := range files {
+		if strings.HasSuffix(name, ".inspect.txt") {
+			continue
+		}
+		data, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+		f.Add(data[:len(data)/2])
+	}
+	f.Add([]byte("CUDA out of memory. Tried to allocate 1 bytes. GPU 99999999999999999999 has"))
+	f.Add([]byte("out of memory.\nout of memory.\n\xff\xfe out of\nmemory. Tried to allocate 17179869184.00 GiB (GPU 0;"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		start := time.Now()
+		s := NewScanner(bytes.NewReader(data))
+		in := &Input{Name: "fuzz"}
+		for s.Scan() {
+			m := s.Message()
+			if m.Request == nil {
+				t.Fatalf("a message without its request: %+v", m)
+			}
+			if m.Line < 1 || m.EndLine < m.Line || m.EndLine > s.Lines() {
+				t.Fatalf("lines %d–%d of %d", m.Line, m.EndLine, s.Lines())
+			}
+			in.Add(m)
+		}
+		in.Lines = s.Lines()
+		if in.Last != nil {
+			rep := NewReport(in)
+			if err := WriteText(&bytes.Buffer{}, rep); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := json.Marshal(rep); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d := time.Since(start); d > time.Second+time.Duration(len(data))*time.Microsecond {
+			t.Fatalf("%d bytes took %v", len(data), d)
+		}
+	})
+}

@@ -1,0 +1,577 @@
+package pytorchoom
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// ErrNoMessage is returned by Read when the input holds no PyTorch
+// out-of-memory message.
+var ErrNoMessage = errors.New("no PyTorch out-of-memory message")
+
+const (
+	// maxLineBytes caps a line; the rest of a longer one is skipped. A
+	// message is some 700 bytes, and a log line that carries one inside a
+	// JSON record or a Python repr is rarely longer than a few KiB.
+	maxLineBytes = 64 << 10
+	// maxBodyLines is how many lines after its first a message may span: an
+	// unwrapped 2.x message with its advice is about 600 characters, 10
+	// lines at 60 columns, and a paste may interleave blank lines.
+	maxBodyLines = 40
+	// maxBodyBytes caps a message's normalised text.
+	maxBodyBytes = 16 << 10
+	// maxTextBytes caps Message.Text.
+	maxTextBytes = 4 << 10
+	// maxListed caps Input.MessageLines.
+	maxListed = 20
+)
+
+// anchor is what every message since PyTorch 1.0 says before the
+// request, normalised: "CUDA out of memory. Tried to allocate".
+var anchor = []byte("outofmemory.")
+
+// devices are the device APIs whose caching allocators print the message
+// in PyTorch's words, as they appear (lower case) before "out of memory".
+var devices = []string{"cuda", "hip", "xpu", "musa"}
+
+// exceptionRE finds the Python exception named just before the message on
+// its first line: "torch.OutOfMemoryError: ".
+// The name must start a word: ".OutOfMemoryError" is the tail of a name a
+// wrap cut.
+var exceptionRE = regexp.MustCompile(`(?:^|[\s>#\]\):|])([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception))\s*:\s*$`)
+
+// srcLine is an input line and its normalised form, for searching.
+type srcLine struct {
+	num  int
+	text string
+	norm []byte  // from the first character after quote markers
+	off  []int32 // norm[i] is text[off[i]]; made when first needed
+}
+
+func newLine(num int, text string) *srcLine {
+	l := &srcLine{num: num, text: text}
+	l.norm, _ = normalize(text, quoteEnd(text, 0), make([]byte, 0, len(text)), nil)
+	return l
+}
+
+// offsets is where each byte of norm is in text.
+func (l *srcLine) offsets() []int32 {
+	if l.off == nil {
+		_, l.off = normalize(l.text, quoteEnd(l.text, 0), nil, make([]int32, 0, len(l.norm)))
+	}
+	return l.off
+}
+
+// normalize appends text[from:] without white space, in lower case, to
+// norm, and when off is not nil each byte's offset in text to off.
+func normalize(text string, from int, norm []byte, off []int32) ([]byte, []int32) {
+	track := off != nil
+	for i := from; i < len(text); {
+		c := text[i]
+		if c < utf8.RuneSelf {
+			i++
+			switch {
+			case c == ' ', c == '\t', c == '\r', c == '\n', c == '\v', c == '\f':
+				continue
+			case 'A' <= c && c <= 'Z':
+				c += 'a' - 'A'
+			}
+			norm = append(norm, c)
+			if track {
+				off = append(off, int32(i-1))
+			}
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(text[i:])
+		if unicode.IsSpace(r) || r == '\u200b' || r == '\u200c' || r == '\u200d' || r == '\ufeff' {
+			i += n
+			continue
+		}
+		for k := range n {
+			norm = append(norm, text[i+k])
+			if track {
+				off = append(off, int32(i+k))
+			}
+		}
+		i += n
+	}
+	return norm, off
+}
+
+// quoteEnd skips white space and quote markers from text[i:]: "> ", ">>",
+// "> > ", and "# " (a paste inside Python comments).
+func quoteEnd(text string, i int) int {
+	for {
+		for i < len(text) && (text[i] == ' ' || text[i] == '\t') {
+			i++
+		}
+		if i < len(text) && (text[i] == '>' || text[i] == '#') {
+			i++
+			continue
+		}
+		return i
+	}
+}
+
+// Scanner finds PyTorch out-of-memory messages in text, like bufio.Scanner:
+//
+//	s := NewScanner(r)
+//	for s.Scan() {
+//		m := s.Message()
+//	}
+//	err := s.Err()
+//
+// It reads a line at a time and holds at most a message's worth of lines,
+// so its memory does not grow with the input.
+type Scanner struct {
+	br   *bufio.Reader
+	win  []*srcLine // lines read and still needed, in order
+	eof  bool
+	err  error
+	read int // lines read
+
+	// The search resumes at win[li].norm[off:].
+	li, off int
+
+	msg *Message
+
+	nearLine int
+	nearText string
+
+	buf []byte // readLine's, reused
+}
+
+// NewScanner returns a Scanner reading r.
+func NewScanner(r io.Reader) *Scanner {
+	return &Scanner{br: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// Scan advances to the next message, which Message then returns. It
+// returns false at the end of the input or on a read error (Err).
+func (s *Scanner) Scan() bool {
+	s.msg = nil
+	for {
+		li, at, ok := s.findAnchor()
+		if !ok {
+			return false
+		}
+		m := s.parseAt(li, at)
+		s.li, s.off = li, at+len(anchor)
+		if m != nil {
+			s.msg = m
+			return true
+		}
+	}
+}
+
+// Message is the message Scan found. The caller owns it.
+func (s *Scanner) Message() *Message { return s.msg }
+
+// Err is the first read error, if any; the end of the input is not one.
+func (s *Scanner) Err() error { return s.err }
+
+// Lines is the number of lines read so far.
+func (s *Scanner) Lines() int { return s.read }
+
+// NearMiss is the first line that speaks of running out of memory without
+// being a caching allocator message ("CUDA error: out of memory", or a
+// message cut before its request), and its number; 0 and "" when none.
+func (s *Scanner) NearMiss() (int, string) { return s.nearLine, s.nearText }
+
+// fill reads lines until win[k] exists or the input ends.
+func (s *Scanner) fill(k int) {
+	for len(s.win) <= k && !s.eof {
+		text, ok := s.readLine()
+		if !ok {
+			return
+		}
+		s.read++
+		s.win = append(s.win, newLine(s.read, text))
+	}
+}
+
+// readLine reads one line without its line end, capped at maxLineBytes.
+func (s *Scanner) readLine() (string, bool) {
+	buf := s.buf[:0]
+	defer func() { s.buf = buf[:0] }()
+	got := false
+	for {
+		frag, err := s.br.ReadSlice('\n')
+		if len(frag) > 0 {
+			got = true
+			if room := maxLineBytes - len(buf); room > 0 {
+				buf = append(buf, frag[:min(len(frag), room)]...)
+			}
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			s.eof = true
+			if err != io.EOF {
+				s.err = err
+				return "", false
+			}
+			if !got {
+				return "", false
+			}
+		}
+		break
+	}
+	buf = bytes.TrimSuffix(buf, []byte("\n"))
+	buf = bytes.TrimSuffix(buf, []byte("\r"))
+	return string(buf), true
+}
+
+// findAnchor finds the next "out of memory." from the search position,
+// across line ends, and returns its line's index in win and its offset in
+// that line's norm.
+func (s *Scanner) findAnchor() (int, int, bool) {
+	for {
+		s.fill(s.li + 3)
+		if s.err != nil || s.li >= len(s.win) {
+			return 0, 0, false
+		}
+		// Keep one line before the search position: a message's device
+		// word may end the line before.
+		if s.li > 1 {
+			s.win = append(s.win[:0], s.win[s.li-1:]...)
+			s.li = 1
+		}
+		l := s.win[s.li]
+		n := l.norm
+		if s.off < len(n) {
+			for from := s.off; ; {
+				k := bytes.Index(n[from:], anchor[:len(anchor)-1])
+				if k < 0 {
+					break
+				}
+				k += from
+				if k+len(anchor) <= len(n) && n[k+len(anchor)-1] == '.' {
+					return s.li, k, true
+				}
+				s.noteNearMiss(l)
+				from = k + 1
+			}
+			// An anchor that begins near the end of this line and ends
+			// on the next ones.
+			tail := max(s.off, len(n)-len(anchor)+1)
+			if bytes.IndexByte(n[tail:], 'o') >= 0 {
+				joined := append([]byte(nil), n[tail:]...)
+				for j := s.li + 1; j < len(s.win) && j <= s.li+3 && len(joined) < 2*len(anchor); j++ {
+					// The next lines as a continuation: without the log
+					// prefix they share with this one.
+					t := s.win[j].text
+					from := quoteEnd(t, sharedLogPrefix(l.text, t))
+					joined, _ = normalize(t[:min(len(t), from+4*len(anchor))], from, joined, nil)
+				}
+				if k := bytes.Index(joined, anchor); k >= 0 && k < len(n)-tail {
+					return s.li, tail + k, true
+				}
+			}
+		}
+		s.li++
+		s.off = 0
+	}
+}
+
+// noteNearMiss remembers the first line that says "out of memory" in
+// another way than the caching allocator.
+func (s *Scanner) noteNearMiss(l *srcLine) {
+	if s.nearLine == 0 {
+		s.nearLine, s.nearText = l.num, clip(collapse(l.text), 120)
+	}
+}
+
+// body is a message's normalised text, built from its lines.
+type body struct {
+	norm []byte
+	pos  []bpos
+	segs []seg
+	// hardWidth is the column a terminal cut the lines at, when the first
+	// two are as long as each other: such lines join without a space. 0
+	// when the lines look wrapped between words.
+	hardWidth int
+}
+
+// seg is one line of a body: the text from its first character after
+// quote markers and the message's prefix.
+type seg struct {
+	l    *srcLine
+	from int
+}
+
+// bpos is where a byte of a body came from: segs[seg].l.text[off].
+type bpos struct{ seg, off int32 }
+
+func (b *body) add(l *srcLine, from int) {
+	si := int32(len(b.segs))
+	b.segs = append(b.segs, seg{l, from})
+	off := make([]int32, 0, len(l.text)-from)
+	b.norm, off = normalize(l.text, from, b.norm, off)
+	for _, o := range off {
+		b.pos = append(b.pos, bpos{si, o})
+	}
+}
+
+// span is the input text of body bytes [a, b), white space collapsed.
+func (b *body) span(a, e int) string {
+	if a >= e || e > len(b.pos) {
+		return ""
+	}
+	pa, pe := b.pos[a], b.pos[e-1]
+	end := int(pe.off) + 1
+	last := b.segs[pe.seg].l.text
+	for end < len(last) && !utf8.RuneStart(last[end]) {
+		end++
+	}
+	if pa.seg == pe.seg {
+		return collapse(last[pa.off:end])
+	}
+	var sb strings.Builder
+	sb.WriteString(b.segs[pa.seg].l.text[pa.off:])
+	for si := pa.seg + 1; si <= pe.seg; si++ {
+		if len(b.segs[si-1].l.text) != b.hardWidth {
+			sb.WriteByte(' ')
+		}
+		t := b.segs[si].l.text
+		if si == pe.seg {
+			t = t[:end]
+		}
+		// Keep the white space a cut left at the line's start.
+		from := min(b.segs[si].from, len(t))
+		for from > 0 && (t[from-1] == ' ' || t[from-1] == '\t') {
+			from--
+		}
+		sb.WriteString(t[from:])
+	}
+	return collapse(sb.String())
+}
+
+// line is the input line of body byte i.
+func (b *body) line(i int) int {
+	if len(b.pos) == 0 {
+		return 0
+	}
+	i = min(max(i, 0), len(b.pos)-1)
+	return b.segs[b.pos[i].seg].l.num
+}
+
+// parseAt reads the message whose "out of memory." is at win[li].norm[at].
+func (s *Scanner) parseAt(li, at int) *Message {
+	s.fill(li + maxBodyLines)
+	l := s.win[li]
+
+	// The device word ends just before the anchor, on this line or,
+	// wrapped, on the one before, or across the two.
+	device, startLine, startNorm := "", li, at
+	run := trailingLetters(l.norm[:at])
+	var prev []byte
+	if li > 0 && len(run) == at {
+		prev = s.win[li-1].norm
+		run = trailingLetters(prev) + run
+	}
+	for _, d := range devices {
+		if strings.HasSuffix(run, d) {
+			device = strings.ToUpper(d)
+			if at >= len(d) {
+				startNorm = at - len(d)
+			} else {
+				startLine, startNorm = li-1, len(prev)-(len(d)-at)
+			}
+			break
+		}
+	}
+	first := s.win[startLine]
+	rawStart := len(first.text)
+	if off := first.offsets(); startNorm < len(off) {
+		rawStart = int(off[startNorm])
+	}
+
+	// The exception named before the message, and what precedes both: a
+	// log prefix that wrapped lines may repeat. A wrap may have left the
+	// exception at the end of the line before.
+	exception := ""
+	prefixLine, prefixEnd := first, rawStart
+	if m := exceptionRE.FindStringSubmatchIndex(first.text[:rawStart]); m != nil {
+		exception = first.text[m[2]:m[3]]
+		prefixEnd = m[0]
+	} else if quoteEnd(first.text, 0) >= rawStart && startLine > 0 {
+		before := s.win[startLine-1]
+		if m := exceptionRE.FindStringSubmatchIndex(before.text); m != nil {
+			exception = before.text[m[2]:m[3]]
+			prefixLine, prefixEnd = before, m[0]
+		}
+	}
+	if exception != "" {
+		// prefixEnd is at the delimiter before the name; keep it.
+		if c := prefixLine.text[prefixEnd]; c != ' ' && c != '\t' && !strings.HasPrefix(prefixLine.text[prefixEnd:], exception) {
+			prefixEnd++
+		}
+	}
+	logPrefix := prefixLine.text[:prefixEnd]
+	prefix := strings.TrimSpace(strings.TrimRight(strings.TrimSpace(logPrefix), ">#"))
+	if len(prefix) > 200 {
+		prefix = ""
+	}
+	// contFrom is where a continuation line's text starts: after the first
+	// line's prefix if it repeats it (whole, or a log prefix it shares up to
+	// a delimiter), and after quote markers.
+	contFrom := func(t string) int {
+		rest := strings.TrimLeft(t, " \t")
+		if prefix != "" && strings.HasPrefix(rest, prefix) {
+			return quoteEnd(t, len(t)-len(rest)+len(prefix))
+		}
+		if n := sharedLogPrefix(logPrefix, t); n > 0 {
+			return quoteEnd(t, n)
+		}
+		return quoteEnd(t, 0)
+	}
+
+	var b body
+	b.segs = append(b.segs, seg{first, rawStart})
+	for i, off := startNorm, first.offsets(); i < len(first.norm); i++ {
+		b.norm = append(b.norm, first.norm[i])
+		b.pos = append(b.pos, bpos{0, off[i]})
+	}
+	for j := startLine + 1; j < len(s.win) && j <= li+maxBodyLines && len(b.norm) < maxBodyBytes; j++ {
+		b.add(s.win[j], contFrom(s.win[j].text))
+	}
+	if len(b.segs) >= 2 && len(b.segs[0].l.text) >= 60 && len(b.segs[0].l.text) == len(b.segs[1].l.text) {
+		b.hardWidth = len(b.segs[0].l.text)
+	}
+	// This message ends where the next begins.
+	anchorAt := at - startNorm
+	if startLine != li {
+		// The device word ends the line before; the anchor is on this
+		// line, which the body holds cleaned of the message's prefix.
+		base := len(s.win[startLine].norm) - startNorm
+		k := bytes.Index(b.norm[base:], anchor)
+		if k < 0 {
+			return nil
+		}
+		anchorAt = base + k
+	}
+	if anchorAt+len(anchor) > len(b.norm) || string(b.norm[anchorAt:anchorAt+len(anchor)]) != string(anchor) {
+		return nil // a prefix on the next line hid part of it
+	}
+	if k := bytes.Index(b.norm[anchorAt+len(anchor):], anchor); k >= 0 {
+		end := anchorAt + len(anchor) + k
+		b.norm, b.pos = b.norm[:end], b.pos[:end]
+	}
+
+	m := parseBody(&b, anchorAt)
+	if m == nil {
+		s.noteNearMiss(l)
+		return nil
+	}
+	m.Device, m.Exception = device, exception
+	return m
+}
+
+// sharedLogPrefix is the length of the log prefix line shares with the
+// text before a message, such as "[rank3]: " before a wrap cut the rest of
+// that text off: their common start, up to its last ':', ']', ')' or '|',
+// or the whole of it when it is one character and white space (pytest's
+// "E   "). 0 when they share none.
+func sharedLogPrefix(before, line string) int {
+	n := 0
+	for n < len(before) && n < len(line) && before[n] == line[n] {
+		n++
+	}
+	for k := n; k > 1; k-- {
+		switch line[k-1] {
+		case ':', ']', ')', '|':
+			return k
+		}
+	}
+	// pytest's "E   ", and other one-character markers before white space.
+	if n >= 2 && line[0] != ' ' && line[0] != '\t' && (line[1] == ' ' || line[1] == '\t') {
+		k := 1
+		for k < n && (line[k] == ' ' || line[k] == '\t') {
+			k++
+		}
+		return k
+	}
+	return 0
+}
+
+// trailingLetters is the run of letters a–z that ends n.
+func trailingLetters(n []byte) string {
+	j := len(n)
+	for j > 0 && 'a' <= n[j-1] && n[j-1] <= 'z' {
+		j--
+	}
+	return string(n[j:])
+}
+
+// clip cuts s to at most n bytes, on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// Input is what Read found in an input.
+type Input struct {
+	// Name names the input in reports and errors.
+	Name string
+	// Lines is the number of lines read.
+	Lines int
+	// Count is the number of messages found; Last is the last of them,
+	// the one a report is about.
+	Count int
+	Last  *Message
+	// MessageLines are the first lines of the first maxListed messages.
+	MessageLines []int
+}
+
+// Add records a message found, making it the last.
+func (in *Input) Add(m *Message) {
+	in.Count++
+	in.Last = m
+	if len(in.MessageLines) < maxListed {
+		in.MessageLines = append(in.MessageLines, m.Line)
+	}
+}
+
+// Read reads r to its end and returns its messages' summary, with the last
+// message. name is used in errors. Input without a message is an error
+// wrapping ErrNoMessage that says what came closest; a read error (such as
+// a cancelled context) is returned wrapped.
+func Read(r io.Reader, name string) (*Input, error) {
+	s := NewScanner(r)
+	in := &Input{Name: name}
+	for s.Scan() {
+		in.Add(s.Message())
+	}
+	in.Lines = s.Lines()
+	if err := s.Err(); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", name, err)
+	}
+	if in.Last == nil {
+		return nil, noMessageError(name, s)
+	}
+	return in, nil
+}
+
+// noMessageError is the error for input s found no message in: it wraps
+// ErrNoMessage and quotes the near miss, if any.
+func noMessageError(name string, s *Scanner) error {
+	if n, text := s.NearMiss(); n > 0 {
+		return fmt.Errorf("%s: %w in %d lines (line %d, %q, speaks of running out of memory but is not the caching allocator's message, which says \"out of memory. Tried to allocate\" and the device's figures)",
+			name, ErrNoMessage, s.Lines(), n, text)
+	}
+	return fmt.Errorf("%s: %w in %d lines (no \"out of memory. Tried to allocate\")", name, ErrNoMessage, s.Lines())
+}
