@@ -188,3 +188,62 @@ func TestEmptyReplayWarns(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stderr, "warning: standard input has no allocations")
 }
+
+// TestInspectH100MessagesWithSnapshots reads each real out-of-memory
+// message the H100 raised (cut at 300 characters by the recording script)
+// with the snapshot of the same failing run: the pytorch model, under the
+// limit the message gives or implies, fails the very allocation the
+// program failed, and the limit inferred from a message that does not
+// print one brackets the limit the run was given.
+func TestInspectH100MessagesWithSnapshots(t *testing.T) {
+	for _, name := range []string{"train-default", "train-expandable", "resnet-default", "resnet-expandable"} {
+		t.Run(name, func(t *testing.T) {
+			msg := "../../allocators/pytorchoom/testdata/h100-" + name + ".txt"
+			code, out, stderr := cli(t, "", "inspect", msg, "--snapshot", bundled+"h100/"+name+"-oom.pickle.gz", "-f", "json")
+			require.Equal(t, 0, code, stderr)
+			var rep struct {
+				Explanation struct {
+					Verdict string `json:"verdict"`
+				} `json:"explanation"`
+				Snapshot struct {
+					LimitBytes     uint64 `json:"limit_bytes"`
+					LimitFrom      string `json:"limit_from"`
+					Reproduced     bool   `json:"reproduced"`
+					SameAllocation bool   `json:"same_allocation"`
+					Failed         struct {
+						RequestBytes uint64           `json:"request_bytes"`
+						CallSites    []map[string]any `json:"call_sites"`
+					} `json:"failed"`
+					WhatIfs []struct {
+						Settings string `json:"settings"`
+						Served   bool   `json:"served"`
+					} `json:"what_ifs"`
+				} `json:"snapshot"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &rep))
+			assert.Equal(t, "limit", rep.Explanation.Verdict)
+			s := rep.Snapshot
+			assert.True(t, s.Reproduced, "the model fails too")
+			assert.True(t, s.SameAllocation, "at the allocation the program failed, and no other")
+			require.NotEmpty(t, s.Failed.CallSites)
+			assert.Contains(t, s.Failed.CallSites[0]["call_site"], "torch_worker.py:", "the script holds the most at the failure")
+			require.NotEmpty(t, s.WhatIfs)
+			for _, w := range s.WhatIfs {
+				if strings.HasSuffix(name, "expandable") {
+					assert.NotContains(t, w.Settings, "expandable_segments", "not tried again: the run had it")
+				}
+			}
+
+			var truth struct {
+				Limit uint64 `json:"oom_recording_limit"`
+			}
+			data, err := os.ReadFile(bundled + "h100/" + name + ".truth.json")
+			require.NoError(t, err)
+			require.NoError(t, json.Unmarshal(data, &truth))
+			// The limit printed ("4.44 GiB") is good to its rounding; an
+			// inferred one lies between what was reserved and that plus
+			// the request, and bfcsim takes the top: within a request.
+			assert.InDelta(t, float64(truth.Limit), float64(s.LimitBytes), float64(max(s.Failed.RequestBytes, 6<<20)), s.LimitFrom)
+		})
+	}
+}
