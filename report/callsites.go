@@ -227,6 +227,14 @@ func policyOf(allocator string) string {
 	return "the allocator's rules kept it from serving the request"
 }
 
+// roomOf names what bounds an allocator's reservations.
+func roomOf(limit, capacity uint64) string {
+	if limit < capacity {
+		return "its limit " + Bytes(limit) + " of the " + Bytes(capacity) + " device"
+	}
+	return "the device's " + Bytes(capacity)
+}
+
 // explainOOM adds to h, what was held at a failed allocation of request
 // bytes on a device of capacity bytes, the verdict and what it rests on.
 func explainOOM(h *Held, allocator string, options map[string]any, request, capacity uint64) {
@@ -244,8 +252,8 @@ func explainOOM(h *Held, allocator string, options map[string]any, request, capa
 	case h.LargestFreeBytes >= request || allocator == "arena" && h.CachedFreeBytes >= request:
 		h.Verdict = VerdictPolicy
 		h.Explanation = fmt.Sprintf("%s was reserved and free (the largest range %s), enough for the request of %s, and %s; "+
-			"the device had no room for more (%s reserved of %s)",
-			Bytes(h.CachedFreeBytes), Bytes(h.LargestFreeBytes), Bytes(request), policyOf(allocator), Bytes(h.ReservedBytes), Bytes(capacity))
+			"and it could reserve no more (%s reserved, %s)",
+			Bytes(h.CachedFreeBytes), Bytes(h.LargestFreeBytes), Bytes(request), policyOf(allocator), Bytes(h.ReservedBytes), roomOf(limit, capacity))
 	case h.CachedFreeBytes >= request:
 		h.Verdict = VerdictFragmentation
 		h.Explanation = fmt.Sprintf("%s was reserved but free, enough for the request of %s, but the largest free range was %s: "+
@@ -254,7 +262,7 @@ func explainOOM(h *Held, allocator string, options map[string]any, request, capa
 	default:
 		h.Verdict = VerdictNoRoom
 		h.Explanation = fmt.Sprintf("live allocations held %s of the %s reserved, with %s cached free, less than the request of %s, "+
-			"and the device (%s) had no room to reserve more",
-			Bytes(h.LiveBytes), Bytes(h.ReservedBytes), Bytes(h.CachedFreeBytes), Bytes(request), Bytes(capacity))
+			"and there was no room to reserve more (%s)",
+			Bytes(h.LiveBytes), Bytes(h.ReservedBytes), Bytes(h.CachedFreeBytes), Bytes(request), roomOf(limit, capacity))
 	}
 }

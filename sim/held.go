@@ -19,14 +19,16 @@ type PeakHeld struct {
 	// LiveBytes the requests they serve. CachedFreeBytes is reserved but
 	// in no live block: ReservedBytes − InUseBytes.
 	ReservedBytes, InUseBytes, LiveBytes, CachedFreeBytes uint64
-	// LargestFreeBytes is the largest free range inside one reservation.
+	// LargestFreeBytes is the largest free range inside one reserved range
+	// (reservations that touch taken together).
 	LargestFreeBytes uint64
 	// FreeRanges are the largest free ranges, largest first (at most
 	// maxHeldRanges).
 	FreeRanges []FreeRange
-	// EmptyRegions counts the reservations that held no live block, and
-	// EmptyRegionBytes their bytes: cache that nothing pins, which the
-	// allocator could give back (torch.cuda.empty_cache).
+	// EmptyRegions counts the reserved ranges (reservations that touch
+	// taken together) that held no live block, and EmptyRegionBytes their
+	// bytes: cache that nothing pins, which the allocator could give back
+	// (torch.cuda.empty_cache).
 	EmptyRegions     int
 	EmptyRegionBytes uint64
 	// Sites are the live blocks summed by call site (tag and stack), in
@@ -203,9 +205,16 @@ func describeHeld(blocks []HeldBlock, regions []LayoutRegion) *PeakHeld {
 	}
 	var ranges []FreeRange
 	bi := 0
-	for _, g := range regions {
-		p.ReservedBytes += g.Size
+	for k := 0; k < len(regions); {
+		// Reservations that touch are one range of memory (an expandable
+		// segment maps its pages one by one): free bytes run across them.
+		g := regions[k]
 		end := g.Addr + g.Size
+		p.ReservedBytes += g.Size
+		for k++; k < len(regions) && regions[k].Addr == end; k++ {
+			end += regions[k].Size
+			p.ReservedBytes += regions[k].Size
+		}
 		for bi < len(blocks) && blocks[bi].Addr+blocks[bi].Size <= g.Addr {
 			bi++ // a block outside every region: an allocator's own bookkeeping
 		}
@@ -223,7 +232,7 @@ func describeHeld(blocks []HeldBlock, regions []LayoutRegion) *PeakHeld {
 		}
 		if inside == 0 {
 			p.EmptyRegions++
-			p.EmptyRegionBytes += g.Size
+			p.EmptyRegionBytes += end - g.Addr
 		}
 		if at < end {
 			ranges = append(ranges, FreeRange{Addr: at, Size: end - at, Below: below})
