@@ -187,6 +187,14 @@ type Extenter interface {
 	Extent(b Block) (addr, size uint64)
 }
 
+// RegionJoiner is an allocator that takes reservations that touch as one
+// range of memory, whose free bytes run across them: PyTorch's expandable
+// segments (one segment mapped page by page), BFC with coalescing_regions.
+// Reports of what an allocator's reservations hold (sim.PeakHeld) ask it.
+type RegionJoiner interface {
+	JoinsRegions() bool
+}
+
 // Snapshotter is an allocator that can describe its whole state the way
 // TensorFlow's BFC dumps it (DumpMemoryLog, MemoryDump), for OOM
 // diagnostics and memory dumps.

@@ -230,6 +230,9 @@ var (
 	_ Snapshotter         = (*BFC)(nil)
 )
 
+// JoinsRegions says adjacent regions are joined (coalescing_regions).
+func (b *BFC) JoinsRegions() bool { return b.cfg.CoalescingRegions }
+
 // NewBFC returns a BFC allocator over sp. It reserves nothing until the
 // first allocation.
 func NewBFC(sp Space, cfg BFCConfig) *BFC {

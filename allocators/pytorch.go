@@ -1287,6 +1287,9 @@ func (p *PyTorch) LargestFreeBytes() uint64 {
 // that are aligned to the space's granule. PyTorch takes no alignment.
 func (p *PyTorch) MaxAlign() uint64 { return min(ptMinBlockSize, p.space.Granule()) }
 
+// JoinsRegions says the pages of an expandable segment are one range.
+func (p *PyTorch) JoinsRegions() bool { return p.cfg.ExpandableSegments }
+
 // Stats returns PyTorch's memory_stats under its names, TensorFlow's core
 // counters (which the replay checks), and bfcsim's recorded-segment
 // counters.

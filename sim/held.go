@@ -72,6 +72,9 @@ const maxHeldRanges = 5
 type heldTracker struct {
 	granule uint64
 	now     int64
+	// joins: the allocator takes reservations that touch as one range
+	// (allocators.RegionJoiner).
+	joins bool
 
 	blocks  paged.Table[heldSlot]
 	regions map[uint64]heldRegion
@@ -153,7 +156,7 @@ func (h *heldTracker) finish() *PeakHeld {
 	}
 	sortByAddr(blocks, func(b *HeldBlock) uint64 { return b.Addr })
 	sortByAddr(regions, func(g *LayoutRegion) uint64 { return g.Addr })
-	p := describeHeld(blocks, regions)
+	p := describeHeld(blocks, regions, h.joins)
 	p.Event, p.Line = h.peakEvent, h.peakLine
 	*h = heldTracker{}
 	return p
@@ -174,14 +177,15 @@ func (h *heldTracker) current(event, line int64) *PeakHeld {
 	}
 	sortByAddr(blocks, func(b *HeldBlock) uint64 { return b.Addr })
 	sortByAddr(regions, func(g *LayoutRegion) uint64 { return g.Addr })
-	p := describeHeld(blocks, regions)
+	p := describeHeld(blocks, regions, h.joins)
 	p.Event, p.Line = event, line
 	return p
 }
 
 // describeHeld sums blocks and regions, both in address order, and finds
-// the free ranges between the blocks of each region.
-func describeHeld(blocks []HeldBlock, regions []LayoutRegion) *PeakHeld {
+// the free ranges between the blocks of each region; with joins, regions
+// that touch are taken as one.
+func describeHeld(blocks []HeldBlock, regions []LayoutRegion, joins bool) *PeakHeld {
 	p := &PeakHeld{}
 	type siteKey struct {
 		tag   string
@@ -205,20 +209,23 @@ func describeHeld(blocks []HeldBlock, regions []LayoutRegion) *PeakHeld {
 	}
 	var ranges []FreeRange
 	bi := 0
+	var covered uint64 // the end of the blocks seen so far
 	for k := 0; k < len(regions); {
-		// Reservations that touch are one range of memory (an expandable
-		// segment maps its pages one by one): free bytes run across them.
+		// With joins, reservations that touch are one range of memory (an
+		// expandable segment maps its pages one by one): free bytes run
+		// across them. Otherwise a block may still run past its region's
+		// end, and what it covers of the next is not free.
 		g := regions[k]
 		end := g.Addr + g.Size
 		p.ReservedBytes += g.Size
-		for k++; k < len(regions) && regions[k].Addr == end; k++ {
+		for k++; joins && k < len(regions) && regions[k].Addr == end; k++ {
 			end += regions[k].Size
 			p.ReservedBytes += regions[k].Size
 		}
 		for bi < len(blocks) && blocks[bi].Addr+blocks[bi].Size <= g.Addr {
 			bi++ // a block outside every region: an allocator's own bookkeeping
 		}
-		at := g.Addr
+		at := max(g.Addr, covered)
 		var below *HeldBlock
 		inside := 0
 		for ; bi < len(blocks) && blocks[bi].Addr < end; bi++ {
@@ -227,10 +234,11 @@ func describeHeld(blocks []HeldBlock, regions []LayoutRegion) *PeakHeld {
 				ranges = append(ranges, FreeRange{Addr: at, Size: b.Addr - at, Below: below, Above: b})
 			}
 			at = max(at, b.Addr+b.Size)
+			covered = max(covered, at)
 			below = b
 			inside++
 		}
-		if inside == 0 {
+		if inside == 0 && covered <= g.Addr {
 			p.EmptyRegions++
 			p.EmptyRegionBytes += end - g.Addr
 		}

@@ -12,7 +12,7 @@ import (
 func TestDescribeHeld(t *testing.T) {
 	a := HeldBlock{Addr: 100, Size: 10, Requested: 8, Tag: "a"}
 	b := HeldBlock{Addr: 150, Size: 20, Requested: 20, Tag: "b"}
-	p := describeHeld([]HeldBlock{a, b}, []LayoutRegion{{Addr: 100, Size: 100}, {Addr: 300, Size: 40}})
+	p := describeHeld([]HeldBlock{a, b}, []LayoutRegion{{Addr: 100, Size: 100}, {Addr: 300, Size: 40}}, false)
 	assert.Equal(t, uint64(140), p.ReservedBytes)
 	assert.Equal(t, uint64(30), p.InUseBytes)
 	assert.Equal(t, uint64(28), p.LiveBytes)
@@ -65,4 +65,24 @@ func TestHeldAtPeakReserved(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDescribeHeldJoins: an expandable segment maps its pages as
+// reservations that touch; a block may span two, and its free bytes run
+// across them. Without joining, a block's tail in the next region is not
+// free, and that region is not empty.
+func TestDescribeHeldJoins(t *testing.T) {
+	a := HeldBlock{Addr: 0, Size: 30, Requested: 30, Tag: "a"}
+	regions := []LayoutRegion{{Addr: 0, Size: 20}, {Addr: 20, Size: 20}, {Addr: 40, Size: 20}}
+	joined := describeHeld([]HeldBlock{a}, regions, true)
+	require.Len(t, joined.FreeRanges, 1)
+	assert.Equal(t, FreeRange{Addr: 30, Size: 30, Below: &a}, joined.FreeRanges[0])
+	assert.Zero(t, joined.EmptyRegions)
+
+	apart := describeHeld([]HeldBlock{a}, regions, false)
+	require.Len(t, apart.FreeRanges, 2)
+	assert.Equal(t, uint64(20), apart.LargestFreeBytes, "the third region, whole")
+	assert.Equal(t, FreeRange{Addr: 30, Size: 10}, apart.FreeRanges[1], "the second region past the block's tail")
+	assert.Equal(t, 1, apart.EmptyRegions)
+	assert.Equal(t, uint64(30), apart.CachedFreeBytes)
 }

@@ -390,6 +390,9 @@ func newRunner(spec AllocatorSpec, cfg Config) (*runner, error) {
 	r.stepper, _ = a.(allocators.Stepper)
 	r.stats, _ = a.(allocators.StatsReporter)
 	r.snap, _ = a.(allocators.Snapshotter)
+	if j, ok := a.(allocators.RegionJoiner); ok && r.held != nil {
+		r.held.joins = j.JoinsRegions()
+	}
 	r.extent, _ = a.(allocators.Extenter)
 	r.streams, _ = a.(allocators.StreamAllocator)
 	r.segments, _ = a.(allocators.SegmentObserver)
