@@ -109,7 +109,17 @@ func newAlignedFromOptions(sp Space, o Options) (Allocator, map[string]any, erro
 // Extent returns the base block: the padding before b.Addr is part of it.
 func (a *Aligned) Extent(b Block) (addr, size uint64) {
 	base := a.table[uint32(b.Handle)].base
+	if e, ok := a.base.(Extenter); ok {
+		return e.Extent(base)
+	}
 	return base.Addr, base.Size
+}
+
+// ExtentIsRegion says each block is a reservation of its own, when the
+// base allocator's are.
+func (a *Aligned) ExtentIsRegion() bool {
+	e, ok := a.base.(ExtentIsRegion)
+	return ok && e.ExtentIsRegion()
 }
 
 // Allocate pads the request by one line and aligns inside the base block.

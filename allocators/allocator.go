@@ -195,6 +195,14 @@ type RegionJoiner interface {
 	JoinsRegions() bool
 }
 
+// ExtentIsRegion is an allocator each of whose live blocks is a
+// reservation of its own, its extent (Extenter) exactly: naive, and
+// aligned over naive. What its reservations hold follows from its blocks,
+// with no need to follow the space's calls (sim.PeakHeld).
+type ExtentIsRegion interface {
+	ExtentIsRegion() bool
+}
+
 // Snapshotter is an allocator that can describe its whole state the way
 // TensorFlow's BFC dumps it (DumpMemoryLog, MemoryDump), for OOM
 // diagnostics and memory dumps.

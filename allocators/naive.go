@@ -64,6 +64,9 @@ func (a *Naive) Allocate(size, align uint64) (Block, error) {
 	return Block{Addr: addr, Size: n, Handle: addr - base}, nil
 }
 
+// ExtentIsRegion says each block is a reservation of its own.
+func (a *Naive) ExtentIsRegion() bool { return true }
+
 // Extent returns the block's reservation: an aligned block starts inside it.
 func (a *Naive) Extent(b Block) (addr, size uint64) { return b.Addr - b.Handle, b.Size }
 

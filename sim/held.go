@@ -73,8 +73,10 @@ type heldTracker struct {
 	granule uint64
 	now     int64
 	// joins: the allocator takes reservations that touch as one range
-	// (allocators.RegionJoiner).
-	joins bool
+	// (allocators.RegionJoiner). regionPerBlock: each block's extent is a
+	// reservation of its own (allocators.ExtentIsRegion), so the regions
+	// follow from the blocks and the space's calls are not followed.
+	joins, regionPerBlock bool
 
 	blocks  paged.Table[heldSlot]
 	regions map[uint64]heldRegion
@@ -113,10 +115,16 @@ func (h *heldTracker) free(slot uint32) {
 }
 
 func (h *heldTracker) reserve(addr, n uint64) {
+	if h.regionPerBlock {
+		return
+	}
 	h.regions[addr] = heldRegion{size: roundUp(n, h.granule), start: h.now}
 }
 
 func (h *heldTracker) release(addr, n uint64) {
+	if h.regionPerBlock {
+		return
+	}
 	for end := addr + n; addr < end; {
 		g, ok := h.regions[addr]
 		if !ok {
@@ -154,6 +162,9 @@ func (h *heldTracker) finish() *PeakHeld {
 			regions = append(regions, LayoutRegion{Addr: a, Size: g.size})
 		}
 	}
+	if h.regionPerBlock {
+		regions = h.blockRegions(blocks)
+	}
 	sortByAddr(blocks, func(b *HeldBlock) uint64 { return b.Addr })
 	sortByAddr(regions, func(g *LayoutRegion) uint64 { return g.Addr })
 	p := describeHeld(blocks, regions, h.joins)
@@ -175,11 +186,23 @@ func (h *heldTracker) current(event, line int64) *PeakHeld {
 	for a, g := range h.regions {
 		regions = append(regions, LayoutRegion{Addr: a, Size: g.size})
 	}
+	if h.regionPerBlock {
+		regions = h.blockRegions(blocks)
+	}
 	sortByAddr(blocks, func(b *HeldBlock) uint64 { return b.Addr })
 	sortByAddr(regions, func(g *LayoutRegion) uint64 { return g.Addr })
 	p := describeHeld(blocks, regions, h.joins)
 	p.Event, p.Line = event, line
 	return p
+}
+
+// blockRegions are the reservations of blocks that are each their own.
+func (h *heldTracker) blockRegions(blocks []HeldBlock) []LayoutRegion {
+	regions := make([]LayoutRegion, len(blocks))
+	for i, b := range blocks {
+		regions[i] = LayoutRegion{Addr: b.Addr, Size: roundUp(b.Size, h.granule)}
+	}
+	return regions
 }
 
 // describeHeld sums blocks and regions, both in address order, and finds

@@ -393,6 +393,9 @@ func newRunner(spec AllocatorSpec, cfg Config) (*runner, error) {
 	if j, ok := a.(allocators.RegionJoiner); ok && r.held != nil {
 		r.held.joins = j.JoinsRegions()
 	}
+	if e, ok := a.(allocators.ExtentIsRegion); ok && r.held != nil {
+		r.held.regionPerBlock = e.ExtentIsRegion()
+	}
 	r.extent, _ = a.(allocators.Extenter)
 	r.streams, _ = a.(allocators.StreamAllocator)
 	r.segments, _ = a.(allocators.SegmentObserver)
