@@ -646,7 +646,7 @@ func (d *decoder) framesValue(line []byte, i int) (ids string, end int, msg stri
 		}
 	}
 	d.valBuf = buf
-	return string(buf), end, "", true
+	return d.intern(buf), end, "", true // interned: a trace read twice defines its stacks twice
 }
 
 // stringValue decodes the string field name whose value starts at line[i].
