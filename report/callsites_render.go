@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"github.com/bfcsim/bfcsim/internal/textwrap"
 	"io"
 	"strings"
 	"unicode/utf8"
@@ -99,10 +100,10 @@ func oomExplainedHeadline(allocator string, h *Held) string {
 // writeOOMExplainedText explains an allocator's first failed allocation.
 func writeOOMExplainedText(w io.Writer, allocator string, h *Held) {
 	fmt.Fprintf(w, "\n%s\n", oomExplainedHeadline(allocator, h))
-	for _, l := range wrap(h.Explanation+".", 76) {
+	for _, l := range textwrap.Lines(h.Explanation+".", 76) {
 		fmt.Fprintln(w, "  "+l)
 	}
-	for _, l := range wrap("then: "+heldLine(h), 76) {
+	for _, l := range textwrap.Lines("then: "+heldLine(h), 76) {
 		fmt.Fprintln(w, "  "+l)
 	}
 	for i, c := range h.CallSites {

@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"github.com/bfcsim/bfcsim/internal/textwrap"
 	"io"
 	"maps"
 	"slices"
@@ -213,7 +214,7 @@ func WriteTable(w io.Writer, rep Report) error {
 			fmt.Fprintln(w, "  "+n)
 		}
 		for _, n := range heldNotes(tr) {
-			for k, l := range wrap(n, 100) {
+			for k, l := range textwrap.Lines(n, 100) {
 				if k > 0 {
 					l = "  " + l
 				}
@@ -245,32 +246,12 @@ func oomHeadline(allocator string, d *OOMDiagnostics) string {
 // occupancy strip, and where to find the full memory log.
 func writeOOMText(w io.Writer, traceName, allocator string, d *OOMDiagnostics) {
 	fmt.Fprintf(w, "\n%s\n", oomHeadline(allocator, d))
-	for _, l := range wrap(d.Explanation, 76) {
+	for _, l := range textwrap.Lines(d.Explanation, 76) {
 		fmt.Fprintln(w, "  "+l)
 	}
 	fmt.Fprintf(w, "  pool at the failure (* requested, x slack in in-use chunks, _ free):\n  |%s|\n", d.Occupancy)
 	fmt.Fprintf(w, "  TensorFlow's full memory log: oom_diagnostics.memory_log in -f json, or %s with -o DIR\n",
 		DumpFileName(traceName, allocator, "oom.log"))
-}
-
-// wrap breaks text into lines of at most width columns, at spaces.
-func wrap(text string, width int) []string {
-	var lines []string
-	line := ""
-	for _, word := range strings.Fields(text) {
-		if line != "" && len(line)+1+len(word) > width {
-			lines = append(lines, line)
-			line = ""
-		}
-		if line != "" {
-			line += " "
-		}
-		line += word
-	}
-	if line != "" {
-		lines = append(lines, line)
-	}
-	return lines
 }
 
 // WriteMarkdown writes the report for a CI summary or a README.

@@ -2,8 +2,8 @@ package bfcdump
 
 import (
 	"fmt"
+	"github.com/bfcsim/bfcsim/internal/textwrap"
 	"io"
-	"strings"
 )
 
 // InspectOptions tune WriteInspect.
@@ -182,7 +182,7 @@ func WriteInspect(w io.Writer, s *Snapshot, opt InspectOptions) error {
 	}
 
 	ew.printf("\nexplanation: %s\n", rep.Explanation.Verdict)
-	for _, l := range wrap(rep.Explanation.Text, inspectWidth-2) {
+	for _, l := range textwrap.Lines(rep.Explanation.Text, inspectWidth-2) {
 		ew.printf("  %s\n", l)
 	}
 	if len(rep.Explanation.RestsOn) > 0 {
@@ -194,7 +194,7 @@ func WriteInspect(w io.Writer, s *Snapshot, opt InspectOptions) error {
 	if len(rep.Explanation.CannotKnow) > 0 {
 		ew.printf("  cannot know from this paste:\n")
 		for _, c := range rep.Explanation.CannotKnow {
-			for i, l := range wrap(c, inspectWidth-6) {
+			for i, l := range textwrap.Lines(c, inspectWidth-6) {
 				lead := "  - "
 				if i > 0 {
 					lead = "    "
@@ -237,7 +237,7 @@ func provenanceText(p Provenance) string {
 // bullets writes items as a wrapped list.
 func bullets(ew *errWriter, items []string) {
 	for _, it := range items {
-		for i, l := range wrap(it, inspectWidth-4) {
+		for i, l := range textwrap.Lines(it, inspectWidth-4) {
 			lead := "- "
 			if i > 0 {
 				lead = "  "
@@ -253,36 +253,6 @@ func sizeWithBytes(n uint64) string {
 		return ib(n)
 	}
 	return fmt.Sprintf("%s (%d)", ib(n), n)
-}
-
-// wrap breaks text into lines of at most width columns at spaces, keeping a
-// size's number and unit ("128 MiB") together; a word longer than width gets
-// a line of its own.
-func wrap(text string, width int) []string {
-	var words []string
-	for _, w := range strings.Fields(text) {
-		if n := len(words); n > 0 && isUnit(w) && strings.IndexAny(words[n-1][len(words[n-1])-1:], "0123456789") == 0 {
-			words[n-1] += " " + w
-			continue
-		}
-		words = append(words, w)
-	}
-	var lines []string
-	var cur strings.Builder
-	for _, word := range words {
-		if cur.Len() > 0 && cur.Len()+1+len(word) > width {
-			lines = append(lines, cur.String())
-			cur.Reset()
-		}
-		if cur.Len() > 0 {
-			cur.WriteByte(' ')
-		}
-		cur.WriteString(word)
-	}
-	if cur.Len() > 0 {
-		lines = append(lines, cur.String())
-	}
-	return lines
 }
 
 // InspectReport is WriteInspect's report as data, for `bfcsim inspect -f
@@ -422,14 +392,4 @@ func NewInspectReport(s *Snapshot, withChunks bool) InspectReport {
 		}
 	}
 	return rep
-}
-
-// isUnit reports whether w is a size unit as go-humanize prints them,
-// possibly followed by punctuation.
-func isUnit(w string) bool {
-	switch strings.TrimRight(w, ".,;:)") {
-	case "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB":
-		return true
-	}
-	return false
 }

@@ -119,11 +119,3 @@ func TestInspectRejectsInvalid(t *testing.T) {
 	s.Chunks[0].Size = 0
 	assert.ErrorContains(t, WriteInspect(&strings.Builder{}, s, InspectOptions{}), "inspecting GPU_0_bfc: chunk 0")
 }
-
-func TestWrap(t *testing.T) {
-	assert.Equal(t, []string{"aaa bbb", "ccc"}, wrap("aaa bbb ccc", 7))
-	assert.Equal(t, []string{"a", "longerthanwidth", "b"}, wrap("a longerthanwidth b", 5))
-	assert.Empty(t, wrap("  ", 5))
-	assert.Equal(t, []string{"under", "128 MiB."}, wrap("under 128 MiB.", 10), "a size keeps its unit")
-	assert.Equal(t, []string{"a B c"}, wrap("a B c", 10), "a lone letter is not a unit")
-}

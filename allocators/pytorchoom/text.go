@@ -2,6 +2,7 @@ package pytorchoom
 
 import (
 	"fmt"
+	"github.com/bfcsim/bfcsim/internal/textwrap"
 	"io"
 	"strconv"
 	"strings"
@@ -44,7 +45,7 @@ func WriteText(w io.Writer, rep *Report) error {
 		ew.printf("raised as %s\n", src.Exception)
 	}
 	if len(src.Variants) > 0 {
-		for i, l := range wrap("it shows "+strings.Join(src.Variants, "; "), textWidth) {
+		for i, l := range textwrap.Lines("it shows "+strings.Join(src.Variants, "; "), textWidth) {
 			if i > 0 {
 				l = "  " + l
 			}
@@ -67,7 +68,7 @@ func WriteText(w io.Writer, rep *Report) error {
 		ew.printf("the paste stops after %s: %s not in it\n", src.Cut, strings.ReplaceAll(strings.Join(src.Missing, ", "), "_", " "))
 	}
 	for _, n := range src.Notes {
-		for i, l := range wrap("note: "+n, textWidth) {
+		for i, l := range textwrap.Lines("note: "+n, textWidth) {
 			if i > 0 {
 				l = "  " + l
 			}
@@ -131,7 +132,7 @@ func WriteText(w io.Writer, rep *Report) error {
 		verdict += " (not confident)"
 	}
 	ew.printf("\nexplanation: %s\n", verdict)
-	for _, l := range wrap(e.Reason, textWidth-2) {
+	for _, l := range textwrap.Lines(e.Reason, textWidth-2) {
 		ew.printf("  %s\n", l)
 	}
 	if len(e.Also) > 0 {
@@ -156,7 +157,7 @@ func WriteText(w io.Writer, rep *Report) error {
 
 func bullets(ew *errWriter, items []string, indent string) {
 	for _, it := range items {
-		for i, l := range wrap(it, textWidth-len(indent)-2) {
+		for i, l := range textwrap.Lines(it, textWidth-len(indent)-2) {
 			lead := "- "
 			if i > 0 {
 				lead = "  "
@@ -164,44 +165,6 @@ func bullets(ew *errWriter, items []string, indent string) {
 			ew.printf("%s%s%s\n", indent, lead, l)
 		}
 	}
-}
-
-// wrap breaks text into lines of at most width columns, keeping a number
-// with its unit.
-func wrap(text string, width int) []string {
-	var words []string
-	for _, w := range strings.Fields(text) {
-		if n := len(words); n > 0 && isUnitWord(w) && isDigit(words[n-1][len(words[n-1])-1]) {
-			words[n-1] += " " + w
-			continue
-		}
-		words = append(words, w)
-	}
-	var lines []string
-	var cur strings.Builder
-	for _, word := range words {
-		if cur.Len() > 0 && cur.Len()+1+len(word) > width {
-			lines = append(lines, cur.String())
-			cur.Reset()
-		}
-		if cur.Len() > 0 {
-			cur.WriteByte(' ')
-		}
-		cur.WriteString(word)
-	}
-	if cur.Len() > 0 {
-		lines = append(lines, cur.String())
-	}
-	return lines
-}
-
-func isUnitWord(w string) bool {
-	w = strings.TrimRight(w, ".,;:)")
-	switch w {
-	case "bytes", "KiB", "MiB", "GiB", "TiB":
-		return true
-	}
-	return false
 }
 
 // errWriter keeps the first write error and skips later writes.
