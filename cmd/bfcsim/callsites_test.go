@@ -244,6 +244,21 @@ func TestInspectH100MessagesWithSnapshots(t *testing.T) {
 			// inferred one lies between what was reserved and that plus
 			// the request, and bfcsim takes the top: within a request.
 			assert.InDelta(t, float64(truth.Limit), float64(s.LimitBytes), float64(max(s.Failed.RequestBytes, 6<<20)), s.LimitFrom)
+
+			// The H100 ran the same program with expandable segments under
+			// less than the limit this run failed at: the what-if says it
+			// would have served, as the hardware did.
+			if base, ok := strings.CutSuffix(name, "-default"); ok {
+				var other struct {
+					Ran uint64 `json:"smallest_limit_that_ran"`
+				}
+				data, err := os.ReadFile(bundled + "h100/" + base + "-expandable.truth.json")
+				require.NoError(t, err)
+				require.NoError(t, json.Unmarshal(data, &other))
+				require.Less(t, other.Ran, truth.Limit)
+				assert.Equal(t, "expandable_segments:True", s.WhatIfs[0].Settings)
+				assert.True(t, s.WhatIfs[0].Served, "expandable segments ran in %d bytes on the H100, under this run's failing %d", other.Ran, truth.Limit)
+			}
 		})
 	}
 }
