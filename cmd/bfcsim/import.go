@@ -194,7 +194,7 @@ capture starts from an empty pool.`,
 	f.StringVar(&o.name, "name", "", "trace name for the header (default: the input's file name without extensions)")
 	f.BoolVar(&o.skipInvalid, "skip-invalid", false, "count and skip input lines that cannot be converted instead of stopping")
 	f.BoolVar(&o.noAddr, "no-addr", false, "mtrace: leave the recorded addresses out of the trace")
-	f.IntVar(&o.device, "device", -1, "pytorch: the CUDA device whose allocations to import (-1: the one with the most)")
+	f.IntVar(&o.device, "device", -1, "pytorch: the CUDA device whose allocations to import (-1: the one with the most trace entries, or the one with allocations when it has none)")
 	f.StringVar(&o.allocator, "allocator", "", "tensorflow: the allocator whose events to import, e.g. GPU_0_bfc (needed when the capture has several)")
 	f.StringVar(&o.frames, "frames", "", framesHelp)
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar")
