@@ -31,8 +31,17 @@ type exploreTrace struct {
 
 	frameIndex map[trace.Frame]int
 	stackIndex map[uint32]int
+	frameBytes int // the text of Frames, against maxExploreFrameBytes
 	tr         *Trace
 }
+
+// Bounds of the stacks a page embeds: a recording's blocks share a few
+// thousand stacks; a crafted one could name a new stack of new frames at
+// every block. Past the bounds, blocks are drawn without their stack.
+const (
+	maxExploreStacks     = 1 << 14
+	maxExploreFrameBytes = 8 << 20
+)
 
 // stackOf returns the index in Stacks of the trace's stack id, adding it
 // (at most maxStackText of its frames) the first time; -1 for none.
@@ -44,7 +53,7 @@ func (et *exploreTrace) stackOf(id uint32) int {
 		return k
 	}
 	fr := et.tr.Stacks.Frames(id)
-	if len(fr) == 0 {
+	if len(fr) == 0 || len(et.Stacks) >= maxExploreStacks || et.frameBytes >= maxExploreFrameBytes {
 		return -1
 	}
 	if et.frameIndex == nil {
@@ -57,6 +66,7 @@ func (et *exploreTrace) stackOf(id uint32) int {
 			k = len(et.Frames)
 			et.frameIndex[f] = k
 			et.Frames = append(et.Frames, f.String())
+			et.frameBytes += len(et.Frames[k])
 		}
 		st = append(st, k)
 	}
