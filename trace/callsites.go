@@ -15,6 +15,10 @@ type siteCounter struct {
 	byTag map[string]uint32 // key + 1 of each tag
 	stack []uint32          // key + 1 of each stack id
 	dirty []uint32          // keys changed since the last peak
+	// lastTag and lastKey are the last tag looked up: allocations come in
+	// runs of one tag (and a trace without tags has only "").
+	lastTag string
+	lastKey uint32
 }
 
 type siteNow struct {
@@ -62,7 +66,11 @@ func (c *siteCounter) key(ev *Event) uint32 {
 		return k
 	}
 	tag := ev.Tag
+	if tag == c.lastTag && len(c.keys) > 0 {
+		return c.lastKey
+	}
 	if k, ok := c.byTag[tag]; ok {
+		c.lastTag, c.lastKey = tag, k-1
 		return k - 1
 	}
 	if len(c.byTag) >= maxSiteTags {
