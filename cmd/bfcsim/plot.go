@@ -59,7 +59,6 @@ the others draw every allocator named (default: replay's).`,
 		},
 	}
 	o.addFlags(cmd, true)
-	o.addFramesFlag(cmd)
 	f := cmd.Flags()
 	f.StringVarP(&o.kind, "kind", "k", "", "what to draw: "+strings.Join(report.PlotKinds, ", "))
 	f.StringVarP(&o.out, "out", "o", "", "the image to write, .png or .svg")

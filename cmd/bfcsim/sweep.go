@@ -75,7 +75,6 @@ Metrics (--metric):
 		},
 	}
 	o.replay.addFlags(cmd, true)
-	o.replay.addFramesFlag(cmd)
 	f := cmd.Flags()
 	f.StringArrayVar(&o.grid, "grid", nil, "a grid axis NAME.KEY=V1,V2,..., repeatable (e.g. bfc.allow_growth=true,false)")
 	f.IntVarP(&o.jobs, "jobs", "j", 0, "replays to run at once (default: the number of CPUs)")
