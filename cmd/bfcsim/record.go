@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,52 +22,31 @@ import (
 
 // How `bfcsim record` works (docs/recording.md explains it for users):
 //
-//  1. Find glibc's libc_malloc_debug.so.0, which from glibc 2.34 holds
-//     mtrace's hooks, and a C compiler.
-//  2. Compile recordStarter, a constructor that calls mtrace(), into a
-//     shared object in a temporary directory (a few hundred bytes of C, so
-//     that bfcsim ships no binary; it takes a fraction of a second).
-//  3. Run the command with both preloaded and MALLOC_TRACE naming a log in
-//     the temporary directory, its standard streams bfcsim's own.
-//  4. Convert the log with trace/mtrace, leniently (a program that crashes
+//  1. Find a C compiler and compile recordStarter (record/starter.c) into
+//     a shared object in a temporary directory (a few hundred lines of C,
+//     so that bfcsim ships no binary; it takes a fraction of a second).
+//  2. Run the command with it preloaded and MALLOC_TRACE naming a log in
+//     the temporary directory, its standard streams bfcsim's own. The
+//     starter replaces malloc, free and the rest with functions that call
+//     glibc's own (__libc_malloc, ...) and write each call to the log in
+//     glibc's mtrace format, with the caller in the program: the first
+//     frame outside the C and C++ runtime's libraries, so that what
+//     strdup or operator new allocates is the program's line that called
+//     them, not theirs.
+//  3. Convert the log with trace/mtrace, leniently (a program that crashes
 //     leaves a torn last line), to the output trace.
 //
 // Only the started process is traced: its children would otherwise open the
-// same log and truncate it. The starter calls mtrace() only in a process
-// whose parent is bfcsim, which also follows the process through exec (a
-// launcher script that execs the real program, like pyenv's shims, is
-// recorded as the program); a child it forks stops tracing before it can
-// write into the parent's log.
+// same log and truncate it. The starter traces only in a process whose
+// parent is bfcsim, which also follows the process through exec (a launcher
+// script that execs the real program, like pyenv's shims, is recorded as
+// the program); a child it forks stops tracing before it can write into
+// the parent's log.
 
 // recordStarter is the C source of the preloaded starter.
-const recordStarter = `/* bfcsim record: start glibc's mtrace in the process bfcsim started. */
-#include <mcheck.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
-
-/* Before a fork, write out the log's buffer, which the child would
-   otherwise write a second time; in the child, stop tracing. */
-static void flush_before_fork(void) { fflush(NULL); }
-static void stop_in_child(void) { muntrace(); }
-
-__attribute__((constructor)) static void bfcsim_record_start(void) {
-	const char *parent = getenv("BFCSIM_RECORD_PARENT");
-	if (parent == NULL || atol(parent) != (long)getppid())
-		return;
-	mtrace();
-	pthread_atfork(flush_before_fork, NULL, stop_in_child);
-}
-`
-
-// mallocDebugLib is the library that holds mtrace's hooks from glibc 2.34.
-const mallocDebugLib = "libc_malloc_debug.so.0"
-
-// mallocDebugDirs are searched for mallocDebugLib when the compiler does not
-// know where it is: the multiarch directories of Debian and Ubuntu, then the
-// lib64 and lib directories of other distributions.
-var mallocDebugDirs = []string{"/lib/*-linux-gnu*", "/usr/lib/*-linux-gnu*", "/lib64", "/usr/lib64", "/lib", "/usr/lib"}
+//
+//go:embed record/starter.c
+var recordStarter string
 
 // recordStopGrace is how long a program has to exit after bfcsim passes on
 // an interrupt, before it is killed.
@@ -83,14 +63,15 @@ func newRecordCmd(e *env) *cobra.Command {
 	o := &recordOptions{}
 	cmd := &cobra.Command{
 		Use:   "record [-o OUTPUT] -- COMMAND [ARGS...]",
-		Short: "Run a program and record its heap allocations as a trace (glibc mtrace)",
-		Long: `Run a program under glibc's mtrace and convert what it allocated and freed
-to a trace: every malloc, calloc, realloc, memalign and free, in order, with
-the address it returned and the calling function as tag.
+		Short: "Run a program and record its heap allocations as a trace",
+		Long: `Run a program and convert what it allocated and freed to a trace: every
+malloc, calloc, realloc, memalign (and the rest of the family) and free, in
+order, with the address it returned and, as tag, the calling function in
+the program: past the C and C++ runtime's own allocating functions, so that
+a strdup or a new is tagged with the line that called it.
 
-It needs glibc 2.34 or later with libc_malloc_debug.so.0 (part of the C
-library package) and a C compiler (cc, gcc or clang, or $CC) to build the
-small starter it preloads. The program's own standard input, output
+It needs glibc and a C compiler (cc, gcc or clang, or $CC) to build the
+small library it preloads, which logs each call in glibc's mtrace format. The program's own standard input, output
 and error are bfcsim's; the summary goes to standard error.
 
 Only the process started is recorded, also across exec (a launcher script
@@ -119,7 +100,7 @@ so. See docs/recording.md to record by hand.`,
 	f.SetInterspersed(false) // flags after COMMAND are the command's
 	f.StringVarP(&o.out, "out", "o", "", "output trace, .gz or .zst to compress (default COMMAND.jsonl.zst)")
 	f.StringVar(&o.name, "name", "", "trace name for the header (default: the command's name)")
-	f.StringVar(&o.log, "log", "", "also keep the raw mtrace log in this file, compressed if .gz or .zst (bfcsim import mtrace reads it)")
+	f.StringVar(&o.log, "log", "", "also keep the raw log (glibc's mtrace format) in this file, compressed if .gz or .zst (bfcsim import mtrace reads it)")
 	f.BoolVar(&o.noAddr, "no-addr", false, "leave the recorded addresses out of the trace")
 	return cmd
 }
@@ -143,10 +124,6 @@ func runRecord(cmd *cobra.Command, e *env, o *recordOptions, argv []string) erro
 	if err != nil {
 		return err
 	}
-	lib, err := findMallocDebug(cc)
-	if err != nil {
-		return err
-	}
 	dir, err := os.MkdirTemp("", "bfcsim-record-")
 	if err != nil {
 		return err
@@ -166,7 +143,7 @@ func runRecord(cmd *cobra.Command, e *env, o *recordOptions, argv []string) erro
 	run := exec.CommandContext(ctx, path, argv[1:]...)
 	run.Args[0] = argv[0]
 	run.Stdin, run.Stdout, run.Stderr = e.stdin, e.stdout, e.stderr
-	run.Env = recordEnv(os.Environ(), lib, starter, logPath)
+	run.Env = recordEnv(os.Environ(), starter, logPath)
 	run.Cancel = func() error { return run.Process.Signal(os.Interrupt) }
 	run.WaitDelay = recordStopGrace
 	runErr := run.Run()
@@ -197,10 +174,10 @@ func runRecord(cmd *cobra.Command, e *env, o *recordOptions, argv []string) erro
 	return nil
 }
 
-// recordEnv returns env with the preloads, MALLOC_TRACE and the starter's
-// parent pid set.
-func recordEnv(env []string, lib, starter, logPath string) []string {
-	preload := lib + " " + starter
+// recordEnv returns env with the starter preloaded, MALLOC_TRACE and the
+// starter's parent pid set.
+func recordEnv(env []string, starter, logPath string) []string {
+	preload := starter
 	out := make([]string, 0, len(env)+3)
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -274,26 +251,7 @@ func findCompiler() (string, error) {
 			return path, nil
 		}
 	}
-	return "", errors.New("record needs a C compiler (cc, gcc or clang on the PATH, or $CC) to build its mtrace starter; install one, or record by hand as docs/recording.md shows")
-}
-
-// findMallocDebug returns the path of libc_malloc_debug.so.0: where the
-// compiler says it is, or the first found in mallocDebugDirs.
-func findMallocDebug(cc string) (string, error) {
-	out, err := exec.Command(cc, "-print-file-name="+mallocDebugLib).Output()
-	if p := strings.TrimSpace(string(out)); err == nil && filepath.IsAbs(p) {
-		if _, err := os.Stat(p); err == nil {
-			return filepath.Clean(p), nil
-		}
-	}
-	for _, dir := range mallocDebugDirs {
-		matches, _ := filepath.Glob(filepath.Join(dir, mallocDebugLib))
-		if len(matches) > 0 {
-			return matches[0], nil
-		}
-	}
-	return "", fmt.Errorf("%s not found (in %s): record needs glibc 2.34 or later, which ships it with the C library",
-		mallocDebugLib, strings.Join(mallocDebugDirs, ", "))
+	return "", errors.New("record needs a C compiler (cc, gcc or clang on the PATH, or $CC) to build the library it preloads; install one, or record by hand as docs/recording.md shows")
 }
 
 // buildStarter compiles recordStarter into dir and returns the shared
@@ -310,7 +268,7 @@ func buildStarter(cc, dir string) (string, error) {
 		if msg == "" {
 			msg = err.Error()
 		}
-		return "", fmt.Errorf("building the mtrace starter with %s: %s", cc, msg)
+		return "", fmt.Errorf("building the recording library with %s: %s", cc, msg)
 	}
 	return so, nil
 }

@@ -16,14 +16,11 @@ import (
 )
 
 // requireRecorder skips the test where bfcsim record cannot work (no C
-// compiler, no libc_malloc_debug.so.0, no sort), except in CI, where every
+// compiler, no sort), except in CI, where every
 // test must run.
 func requireRecorder(t *testing.T) {
 	t.Helper()
-	cc, err := findCompiler()
-	if err == nil {
-		_, err = findMallocDebug(cc)
-	}
+	_, err := findCompiler()
 	if err == nil {
 		_, err = exec.LookPath("sort")
 	}
@@ -158,10 +155,10 @@ func TestRecordWithoutCompiler(t *testing.T) {
 
 func TestRecordEnv(t *testing.T) {
 	env := recordEnv([]string{"HOME=/root", "LD_PRELOAD=/opt/mine.so", "MALLOC_TRACE=/old", "BFCSIM_RECORD_PARENT=1"},
-		"/lib/libc_malloc_debug.so.0", "/tmp/s.so", "/tmp/log")
+		"/tmp/s.so", "/tmp/log")
 	assert.Equal(t, []string{
 		"HOME=/root",
-		"LD_PRELOAD=/lib/libc_malloc_debug.so.0 /tmp/s.so /opt/mine.so",
+		"LD_PRELOAD=/tmp/s.so /opt/mine.so",
 		"MALLOC_TRACE=/tmp/log",
 		fmt.Sprintf("BFCSIM_RECORD_PARENT=%d", os.Getpid()),
 	}, env)
@@ -250,4 +247,64 @@ func firstDiff(a, b string) (int, string, string) {
 		}
 	}
 	return 1, "", "" // unreachable: a != b
+}
+
+// TestRecordPassesOverRuntimeWrappers: what strdup and operator new
+// allocate is tagged with the program's own code that called them, not
+// with the C and C++ runtime's functions glibc's mtrace names.
+func TestRecordPassesOverRuntimeWrappers(t *testing.T) {
+	requireRecorder(t)
+	dir := t.TempDir()
+	cc, err := findCompiler()
+	require.NoError(t, err)
+	src := writeFile(t, "wrap.c", `#include <stdlib.h>
+#include <string.h>
+char *keep[100];
+__attribute__((noinline)) void make_names(void) {
+	for (int i = 0; i < 50; i++) keep[i] = strdup("a name that is copied");
+}
+__attribute__((noinline)) void make_buffers(void) {
+	for (int i = 50; i < 100; i++) keep[i] = malloc(1000 + i);
+}
+int main(void) { make_names(); make_buffers(); for (int i = 0; i < 100; i++) free(keep[i]); return 0; }
+`)
+	prog := filepath.Join(dir, "wrap")
+	out, err := exec.Command(cc, "-O1", "-o", prog, src).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	trc := filepath.Join(dir, "wrap.jsonl")
+	code, _, stderr := cli(t, "", "record", "-o", trc, "--", prog)
+	require.Equal(t, 0, code, stderr)
+	_, evs, sum := readTrace(t, trc)
+	assert.EqualValues(t, sum.Allocs, sum.Frees, "every allocation freed, the ones libc frees at exit included")
+	tags := tagsOf(evs)
+	assert.False(t, hasTagPrefix(tags, "__strdup"), "not strdup's own call: %v", tags)
+	var sites []string
+	for tag, n := range tags {
+		if strings.HasPrefix(tag, "wrap+0x") && n == 50 {
+			sites = append(sites, tag)
+		}
+	}
+	assert.Len(t, sites, 2, "the 50 strdups and the 50 mallocs each at their own line of the program: %v", tags)
+
+	if cxx, err := exec.LookPath("g++"); err == nil {
+		srcxx := writeFile(t, "wrap.cc", `#include <string>
+#include <vector>
+__attribute__((noinline)) std::vector<std::string*> *make() {
+	auto *v = new std::vector<std::string*>();
+	for (int i = 0; i < 30; i++) v->push_back(new std::string(100, 'x'));
+	return v;
+}
+int main() { auto *v = make(); for (auto *s : *v) delete s; delete v; }
+`)
+		progxx := filepath.Join(dir, "wrapxx")
+		out, err := exec.Command(cxx, "-O1", "-o", progxx, srcxx).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		trc := filepath.Join(dir, "wrapxx.jsonl")
+		code, _, stderr := cli(t, "", "record", "-o", trc, "--", progxx)
+		require.Equal(t, 0, code, stderr)
+		_, evs, _ := readTrace(t, trc)
+		tags := tagsOf(evs)
+		assert.False(t, hasTagPrefix(tags, "_Znwm"), "not operator new: %v", tags)
+		assert.True(t, hasTagPrefix(tags, "wrapxx+0x"), "the program's own code: %v", tags)
+	}
 }
