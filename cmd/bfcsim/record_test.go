@@ -308,3 +308,45 @@ int main() { auto *v = make(); for (auto *s : *v) delete s; delete v; }
 		assert.True(t, hasTagPrefix(tags, "wrapxx+0x"), "the program's own code: %v", tags)
 	}
 }
+
+// TestRecordThreads: eight threads allocating, reallocating and freeing at
+// once leave a log whose every line converts: a realloc's two lines are
+// written together, and an address realloc frees is logged before another
+// thread's malloc of it.
+func TestRecordThreads(t *testing.T) {
+	requireRecorder(t)
+	dir := t.TempDir()
+	cc, err := findCompiler()
+	require.NoError(t, err)
+	src := writeFile(t, "thr.c", `#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+static void *work(void *arg) {
+	(void)arg;
+	for (int i = 0; i < 5000; i++) {
+		char *p = strdup("threaded");
+		void *q = malloc(64 + i % 512);
+		free(p);
+		q = realloc(q, 2000);
+		free(q);
+	}
+	return NULL;
+}
+int main(void) {
+	pthread_t t[8];
+	for (int i = 0; i < 8; i++) pthread_create(&t[i], NULL, work, NULL);
+	for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
+	return 0;
+}
+`)
+	prog := filepath.Join(dir, "thr")
+	out, err := exec.Command(cc, "-O1", "-pthread", "-o", prog, src).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	trc := filepath.Join(dir, "thr.jsonl")
+	code, _, stderr := cli(t, "", "record", "-o", trc, "--", prog)
+	require.Equal(t, 0, code, stderr)
+	assert.NotContains(t, stderr, "invalid line", "every line of the log converts")
+	assert.NotContains(t, stderr, "of live addresses")
+	_, _, sum := readTrace(t, trc)
+	assert.GreaterOrEqual(t, sum.Allocs, int64(8*5000*3), "the strdups, the mallocs and the reallocs' new blocks")
+}

@@ -27,7 +27,7 @@ static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static char log_buf[1 << 16];
 static size_t log_used;
 static int log_direct; /* after the destructor: what libc frees at exit goes out at once */
-static __thread int busy; /* in bfcsim's own code: its allocations are not the program's */
+static __thread int busy __attribute__((tls_model("initial-exec"))); /* in bfcsim's own code: its allocations are not the program's */
 
 /* The runtime's objects, whose frames are passed over to find the caller. */
 #define MAX_SKIP 32
@@ -92,41 +92,56 @@ static void flush_locked(void) {
 	log_used = 0;
 }
 
-/* emit writes "@ WHERE " then the op's text, as glibc's mtrace does. */
-static void emit(void *where, const char *op) {
-	char line[1024];
-	int n;
+/* where_text writes "@ WHERE " into buf, as glibc's mtrace does, and
+   returns its length. */
+static int where_text(char *buf, size_t size, void *where) {
 	Dl_info info;
+	int n;
 	if (where != NULL && dladdr(where, &info) != 0) {
-		/* As glibc's mtrace writes it: the object, the symbol and the
-		   offset in hex, and the address relative to the object, so that
-		   a log does not change with where the loader put it. */
+		/* The object, the symbol and the offset in hex, and the address
+		   relative to the object, so that a log does not change with where
+		   the loader put it. */
 		const char *file = info.dli_fname != NULL ? info.dli_fname : "";
 		uintptr_t a = (uintptr_t)where;
 		void *rel = (void *)(a - (uintptr_t)info.dli_fbase);
 		if (info.dli_sname != NULL) {
 			uintptr_t s = (uintptr_t)info.dli_saddr;
-			n = snprintf(line, sizeof line, "@ %s%s(%s%c%lx)[%p] %s", file, *file ? ":" : "", info.dli_sname,
-				a >= s ? '+' : '-', (unsigned long)(a >= s ? a - s : s - a), rel, op);
+			n = snprintf(buf, size, "@ %s%s(%s%c%lx)[%p] ", file, *file ? ":" : "", info.dli_sname,
+				a >= s ? '+' : '-', (unsigned long)(a >= s ? a - s : s - a), rel);
 		} else {
-			n = snprintf(line, sizeof line, "@ %s%s[%p] %s", file, *file ? ":" : "", rel, op);
+			n = snprintf(buf, size, "@ %s%s[%p] ", file, *file ? ":" : "", rel);
 		}
 	} else {
-		n = snprintf(line, sizeof line, "@ [%p] %s", where, op);
+		n = snprintf(buf, size, "@ [%p] ", where);
 	}
-	if (n <= 0)
+	if (n < 0)
+		return 0;
+	return (size_t)n < size ? n : (int)size - 1;
+}
+
+/* append adds text to the log; the caller holds log_mu. */
+static void append_locked(const char *text, size_t n) {
+	if (log_fd < 0)
 		return;
+	if (log_used + n > sizeof log_buf)
+		flush_locked();
+	if (n > sizeof log_buf)
+		n = sizeof log_buf;
+	memcpy(log_buf + log_used, text, n);
+	log_used += n;
+	if (log_direct)
+		flush_locked();
+}
+
+/* emit writes "@ WHERE " then the op's text. */
+static void emit(void *where, const char *op) {
+	char line[1024];
+	int n = where_text(line, sizeof line, where);
+	n += snprintf(line + n, sizeof line - (size_t)n, "%s", op);
 	if ((size_t)n >= sizeof line)
 		n = sizeof line - 1;
 	pthread_mutex_lock(&log_mu);
-	if (log_fd >= 0) {
-		if (log_used + (size_t)n > sizeof log_buf)
-			flush_locked();
-		memcpy(log_buf + log_used, line, (size_t)n);
-		log_used += (size_t)n;
-		if (log_direct)
-			flush_locked();
-	}
+	append_locked(line, (size_t)n);
 	pthread_mutex_unlock(&log_mu);
 }
 
@@ -205,29 +220,31 @@ void free(void *p) {
 	__libc_free(p);
 }
 
+/* realloc frees the old block and logs it in one step under the log's
+   lock, as glibc's mtrace does: another thread that gets the old address
+   from malloc logs it after this. */
 void *realloc(void *old, size_t size) {
-	void *p = __libc_realloc(old, size);
 	if (!TRACED)
-		return p;
-	char op[96];
+		return __libc_realloc(old, size);
 	busy = 1;
-	void *where = caller(__builtin_return_address(0));
+	char where[768], text[1024];
+	int w = where_text(where, sizeof where, caller(__builtin_return_address(0)));
+	pthread_mutex_lock(&log_mu);
+	void *p = __libc_realloc(old, size);
+	int n;
 	if (p == NULL) {
-		if (size != 0) {
-			snprintf(op, sizeof op, "! %p %#lx\n", old, (unsigned long)size);
-		} else {
-			snprintf(op, sizeof op, "- %p\n", old);
-		}
-		emit(where, op);
+		if (size != 0)
+			n = snprintf(text, sizeof text, "%.*s! %p %#lx\n", w, where, old, (unsigned long)size);
+		else
+			n = snprintf(text, sizeof text, "%.*s- %p\n", w, where, old);
 	} else if (old == NULL) {
-		snprintf(op, sizeof op, "+ %p %#lx\n", p, (unsigned long)size);
-		emit(where, op);
+		n = snprintf(text, sizeof text, "%.*s+ %p %#lx\n", w, where, p, (unsigned long)size);
 	} else {
-		snprintf(op, sizeof op, "< %p\n", old);
-		emit(where, op);
-		snprintf(op, sizeof op, "> %p %#lx\n", p, (unsigned long)size);
-		emit(where, op);
+		n = snprintf(text, sizeof text, "%.*s< %p\n%.*s> %p %#lx\n", w, where, old, w, where, p, (unsigned long)size);
 	}
+	if (n > 0)
+		append_locked(text, (size_t)n < sizeof text ? (size_t)n : sizeof text - 1);
+	pthread_mutex_unlock(&log_mu);
 	busy = 0;
 	return p;
 }
@@ -257,15 +274,6 @@ static void after_fork_child(void) {
 	pthread_mutex_unlock(&log_mu);
 }
 
-static void start_line(const char *text) {
-	pthread_mutex_lock(&log_mu);
-	size_t n = strlen(text);
-	if (log_used + n > sizeof log_buf)
-		flush_locked();
-	memcpy(log_buf + log_used, text, n);
-	log_used += n;
-	pthread_mutex_unlock(&log_mu);
-}
 
 __attribute__((constructor)) static void bfcsim_record_start(void) {
 	const char *parent = getenv("BFCSIM_RECORD_PARENT");
@@ -282,8 +290,8 @@ __attribute__((constructor)) static void bfcsim_record_start(void) {
 		return;
 	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 	log_fd = fd;
-	start_line("= Start\n");
 	pthread_mutex_lock(&log_mu);
+	append_locked("= Start\n", 8);
 	flush_locked();
 	pthread_mutex_unlock(&log_mu);
 }
