@@ -162,7 +162,7 @@ func recordingNotes(tr *Trace) []string {
 // recorded with: bfc for a TensorFlow profiler capture, else pytorch (the
 // only other recorded allocator bfcsim models).
 func recordedAllocator(tr *Trace) string {
-	if tr.Header != nil && tr.Header.Source == "tensorflow-profiler" {
+	if tr.Header != nil && (tr.Header.Source == "tensorflow-profiler" || tr.Header.Source == "jax-profiler") {
 		return "bfc"
 	}
 	return "pytorch"

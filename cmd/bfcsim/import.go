@@ -487,9 +487,16 @@ func malloclabResult(st malloclab.Stats) importResult {
 // memory limit, and whether TensorBoard sampled the memory profile.
 func tensorflowResult(st tensorflow.Stats) importResult {
 	res := importResult{events: st.Events, allocs: st.Allocs, frees: st.Frees, peakLiveBytes: st.PeakLiveBytes}
+	if st.JAXVersion != "" {
+		res.notes = append(res.notes, "a JAX "+st.JAXVersion+" capture: XLA's BFC allocator")
+	}
 	res.notes = append(res.notes, "allocator "+st.Allocator)
 	if len(st.Allocators) > 1 {
-		res.notes = append(res.notes, fmt.Sprintf("%d allocators in the capture", len(st.Allocators)))
+		n := fmt.Sprintf("%d allocators in the capture", len(st.Allocators))
+		if st.AutoPicked {
+			n += ", the only device allocator picked (--allocator for another)"
+		}
+		res.notes = append(res.notes, n)
 	}
 	if st.StartInUseBytes > 0 {
 		res.notes = append(res.notes, fmt.Sprintf("%s in use when the capture started: %s in %d chunks freed in it (recorded), %s not (inferred, no address)",
@@ -499,6 +506,13 @@ func tensorflowResult(st tensorflow.Stats) importResult {
 	}
 	if st.CapacityBytes > 0 {
 		res.notes = append(res.notes, "memory limit "+report.Bytes(st.CapacityBytes))
+	}
+	if st.Settings != nil {
+		how := "grew from what it needed (XLA_PYTHON_CLIENT_PREALLOCATE=false), as its chunks' addresses show"
+		if st.Preallocated {
+			how = "reserved its whole pool at the start (XLA_PYTHON_CLIENT_MEM_FRACTION of the device), as its chunks' addresses show"
+		}
+		res.notes = append(res.notes, "XLA's allocator "+how+"; bfc starts from "+settingsText(*st.Settings))
 	}
 	if st.AddressesRebased {
 		res.notes = append(res.notes, "addresses moved to the simulated device's base, to compare")

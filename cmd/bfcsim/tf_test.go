@@ -232,3 +232,48 @@ func TestInspectPastedLogs(t *testing.T) {
 	assert.Contains(t, out, "The failed request is not in the pasted text")
 	assert.Contains(t, out, "in use               9.0 MiB (9437184)            Stats InUse")
 }
+
+// TestJAXCaptureWithNoFlags replays a real JAX capture (JAX 0.11.2 on an
+// H100, XLA_PYTHON_CLIENT_MEM_FRACTION=0.25) with no flags: the device
+// allocator is picked past the pinned-host one, the capture is named as
+// JAX's, and bfc, started as XLA configured its allocator (the pool
+// reserved whole), puts every chunk where XLA did.
+func TestJAXCaptureWithNoFlags(t *testing.T) {
+	const capture = bundled + "h100/jax-prealloc.xplane.pb.gz"
+	code, out, stderr := cli(t, "", "replay", capture, "-a", "bfc", "-f", "json")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "a JAX 0.11.2 capture: XLA's BFC allocator")
+	assert.Contains(t, stderr, "the only device allocator picked")
+	assert.Contains(t, stderr, "reserved its whole pool at the start")
+	var rep struct {
+		Traces []struct {
+			Header struct {
+				Source string `json:"source"`
+			} `json:"header"`
+			Results []struct {
+				OptionsFromRecording []string                       `json:"options_from_recording"`
+				AddressMatch         struct{ Checked, Matched int } `json:"recorded_address_match"`
+				BlockMatch           struct{ Checked, Matched int } `json:"recorded_block_match"`
+				PeakInUse            uint64                         `json:"peak_in_use_bytes"`
+			} `json:"results"`
+		} `json:"traces"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	tr := rep.Traces[0]
+	assert.Equal(t, "jax-profiler", tr.Header.Source)
+	r := tr.Results[0]
+	assert.Equal(t, []string{"preset"}, r.OptionsFromRecording)
+	assert.Equal(t, 3378, r.AddressMatch.Checked)
+	assert.Equal(t, r.AddressMatch.Checked, r.AddressMatch.Matched, "every recorded address")
+	assert.Equal(t, 3378, r.BlockMatch.Checked)
+	assert.Equal(t, r.BlockMatch.Checked, r.BlockMatch.Matched, "every recorded block size")
+	var truth struct {
+		Stats struct {
+			Peak uint64 `json:"peak_bytes_in_use"`
+		} `json:"memory_stats_at_end"`
+	}
+	data, err := os.ReadFile(bundled + "h100/jax-prealloc.truth.json")
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &truth))
+	assert.Equal(t, truth.Stats.Peak, r.PeakInUse, "JAX's own peak_bytes_in_use, as the device reported it")
+}

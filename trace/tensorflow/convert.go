@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -102,6 +103,18 @@ type Stats struct {
 	// allocator had in use (chunk sizes) at its peak in the window and
 	// after its last event, as the capture's stats say.
 	RecordedPeakInUseBytes, RecordedEndInUseBytes uint64
+	// JAXVersion is the version of JAX that made the capture (its
+	// "/host:metadata" plane's jax_version); "" for TensorFlow's.
+	JAXVersion string
+	// Settings are the bfc options a JAX capture's allocator ran with
+	// (xlaSettings), written into the header; Preallocated says the pool
+	// was reserved whole at the start.
+	Settings     *trace.RecordedSettings
+	Preallocated bool
+	// AutoPicked says the capture has several allocators and Allocator
+	// was picked as its only device allocator (a host allocator, pinned
+	// memory for transfers, is never picked by default).
+	AutoPicked bool
 	// AddressesRebased says the capture starts from an empty pool, so its
 	// addresses are in the trace, moved by the same amount to the
 	// simulated device's base (the first chunk at 1<<40). Otherwise the
@@ -112,14 +125,14 @@ type Stats struct {
 // Convert reads an XSpace capture from r and writes the trace of one of its
 // allocators to w. file names r in errors.
 func Convert(ctx context.Context, r io.Reader, file string, w *trace.Writer, opt Options) (Stats, error) {
-	evs, err := readXSpace(r, file)
+	evs, meta, err := readXSpace(r, file)
 	if err != nil {
 		return Stats{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return Stats{}, err
 	}
-	st := Stats{Format: "xplane"}
+	st := Stats{Format: "xplane", JAXVersion: meta["jax_version"]}
 	return st, writeEvents(evs, file, w, opt, &st)
 }
 
@@ -148,9 +161,57 @@ func pickAllocator(evs []memEvent, opt Options, st *Stats) (string, error) {
 		}
 		return opt.Allocator, nil
 	case len(counts) > 1:
-		return "", &SeveralAllocatorsError{Allocators: st.Allocators}
+		var device []string
+		for _, a := range st.Allocators {
+			if !isHostAllocator(a.Name) {
+				device = append(device, a.Name)
+			}
+		}
+		if len(device) != 1 {
+			return "", &SeveralAllocatorsError{Allocators: st.Allocators}
+		}
+		st.AutoPicked = true
+		return device[0], nil
 	}
 	return st.Allocators[0].Name, nil
+}
+
+// xlaSettings are the bfc options that start it as XLA configured the
+// allocator of a JAX capture: JAX's GPU client preallocates its whole pool
+// (XLA_PYTHON_CLIENT_MEM_FRACTION of the device, the capture's memory
+// limit) unless XLA_PYTHON_CLIENT_PREALLOCATE=false makes it grow. A
+// preallocated pool is one region from its first chunk, so every chunk of
+// a capture from an empty pool lies within the limit of the lowest; a
+// growing pool's regions are wherever the device put them. Nil when the
+// capture cannot say (it starts mid-run, or has no limit).
+func xlaSettings(evs []memEvent, st *Stats) *trace.RecordedSettings {
+	if st.StartInUseBytes > 0 || st.CapacityBytes == 0 {
+		return nil
+	}
+	lo, hi := uint64(math.MaxUint64), uint64(0)
+	for _, e := range evs {
+		if e.alloc {
+			lo, hi = min(lo, e.addr), max(hi, e.addr+uint64(max(e.chunk, 0)))
+		}
+	}
+	if hi == 0 {
+		return nil
+	}
+	st.Preallocated = hi-lo <= st.CapacityBytes
+	if st.Preallocated {
+		// TensorFlow's GPU defaults are XLA's: the pool reserved whole at
+		// the start, garbage collection on.
+		return &trace.RecordedSettings{Allocator: "bfc", Options: map[string]string{"preset": "tf-gpu"}}
+	}
+	return &trace.RecordedSettings{Allocator: "bfc", Options: map[string]string{"allow_growth": "true"}}
+}
+
+// isHostAllocator says whether an allocator serves host memory (pinned
+// buffers for transfers: TensorFlow's gpu_host_bfc, XLA's
+// xla_gpu_host_bfc, cpu allocators) rather than a device's.
+func isHostAllocator(name string) bool {
+	n := strings.ToLower(name)
+	return strings.Contains(n, "host") || strings.Contains(n, "cpu")
 }
 
 // writeEvents writes the trace of one allocator's events.
@@ -262,8 +323,21 @@ func writeEvents(all []memEvent, file string, w *trace.Writer, opt Options, st *
 		meta["recorded_peak_in_use_bytes"] = strconv.FormatUint(st.RecordedPeakInUseBytes, 10)
 		meta["recorded_end_in_use_bytes"] = strconv.FormatUint(st.RecordedEndInUseBytes, 10)
 	}
+	source := "tensorflow-profiler"
+	if st.JAXVersion != "" {
+		source = "jax-profiler"
+		meta["jax_version"] = strconv.Quote(st.JAXVersion)
+		if s := xlaSettings(evs, st); s != nil {
+			st.Settings = s
+			j, err := s.MarshalJSON()
+			if err != nil {
+				return err
+			}
+			meta[trace.SettingsKey] = string(j)
+		}
+	}
 	if err := w.WriteHeader(trace.Header{
-		Name: traceName, Source: "tensorflow-profiler", CapacityBytes: st.CapacityBytes, TimeUnit: "ns", Meta: meta,
+		Name: traceName, Source: source, CapacityBytes: st.CapacityBytes, TimeUnit: "ns", Meta: meta,
 	}); err != nil {
 		return err
 	}

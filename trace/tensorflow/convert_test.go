@@ -135,22 +135,30 @@ func TestCaptureMidRun(t *testing.T) {
 	}
 }
 
-// A capture with several allocators converts one only when asked; the
-// error lists them with their event counts.
+// A capture with several device allocators converts one only when asked;
+// the error lists them with their event counts. A host allocator is never
+// picked by default: beside one device allocator, the device's is.
 func TestCaptureSeveralAllocators(t *testing.T) {
 	evs := loadTrace(t, "cnn-infer.jsonl")
 	a, err := tfcapture.FromTrace(evs, tfcapture.Options{Allocator: "GPU_0_bfc", Capacity: 1 << 30})
 	require.NoError(t, err)
 	b, err := tfcapture.FromTrace(evs[:200], tfcapture.Options{Allocator: "gpu_host_bfc", Capacity: 1 << 30})
 	require.NoError(t, err)
+	c, err := tfcapture.FromTrace(evs[:300], tfcapture.Options{Allocator: "GPU_1_bfc", Capacity: 1 << 30})
+	require.NoError(t, err)
 	data := append(xspace(t, a), xspace(t, b)...) // two planes of one XSpace
-	_, _, _, err = convert(t, data, tensorflow.Options{})
+	_, _, st, err := convert(t, data, tensorflow.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, "GPU_0_bfc", st.Allocator, "the only device allocator")
+	assert.True(t, st.AutoPicked)
+
+	_, _, _, err = convert(t, append(data, xspace(t, c)...), tensorflow.Options{})
 	var several *tensorflow.SeveralAllocatorsError
 	require.ErrorAs(t, err, &several)
-	assert.Equal(t, []tensorflow.AllocatorCount{{Name: "GPU_0_bfc", Events: len(a.Events)}, {Name: "gpu_host_bfc", Events: len(b.Events)}}, several.Allocators)
+	assert.Equal(t, []tensorflow.AllocatorCount{{Name: "GPU_0_bfc", Events: len(a.Events)}, {Name: "GPU_1_bfc", Events: len(c.Events)}, {Name: "gpu_host_bfc", Events: len(b.Events)}}, several.Allocators)
 	assert.Contains(t, err.Error(), "pick one with --allocator NAME")
 
-	_, _, st, err := convert(t, data, tensorflow.Options{Allocator: "gpu_host_bfc"})
+	_, _, st, err = convert(t, data, tensorflow.Options{Allocator: "gpu_host_bfc"})
 	require.NoError(t, err)
 	assert.Equal(t, int64(len(b.Events)), st.Allocs+st.Frees)
 

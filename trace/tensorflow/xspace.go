@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -55,11 +56,24 @@ type xspaceReader struct {
 	br   *bufio.Reader
 	file string
 	seq  int
+	// meta holds the text stats of the planes themselves that say which
+	// framework made the capture (frameworkStats): JAX writes
+	// jax_version on its "/host:metadata" plane.
+	meta map[string]string
 }
 
+// frameworkStats are the plane stats kept in xspaceReader.meta.
+var frameworkStats = map[string]bool{"jax_version": true, "jaxlib_version": true, "tf_version": true}
+
 // readXSpace collects the memory events of every plane of the XSpace in r.
-func readXSpace(r io.Reader, file string) ([]memEvent, error) {
-	x := &xspaceReader{br: bufio.NewReaderSize(r, 1<<20), file: file}
+func readXSpace(r io.Reader, file string) ([]memEvent, map[string]string, error) {
+	x := &xspaceReader{br: bufio.NewReaderSize(r, 1<<20), file: file, meta: map[string]string{}}
+	out, err := x.read()
+	return out, x.meta, err
+}
+
+func (x *xspaceReader) read() ([]memEvent, error) {
+	file := x.file
 	var out []memEvent
 	for {
 		num, typ, err := x.tag()
@@ -203,6 +217,9 @@ func (x *xspaceReader) planeEvents(plane []byte, out []memEvent) ([]memEvent, er
 	if err != nil {
 		return nil, bad(err.Error())
 	}
+	if err := x.planeStats(plane, names); err != nil {
+		return nil, bad(err.Error())
+	}
 	if allocID < 0 && freeID < 0 {
 		return out, nil
 	}
@@ -285,6 +302,35 @@ func (x *xspaceReader) planeEvents(plane []byte, out []memEvent) ([]memEvent, er
 		return nil, bad(err.Error())
 	}
 	return out, nil
+}
+
+// planeStats keeps the plane's own text stats named in frameworkStats
+// (XPlane.stats, field 6: each an XStat of metadata id 1 and, for text,
+// str_value 5).
+func (x *xspaceReader) planeStats(plane []byte, names map[int64]string) error {
+	return eachField(plane, func(num protowire.Number, typ protowire.Type, _ uint64, sb []byte) error {
+		if num != 6 || typ != protowire.BytesType {
+			return nil
+		}
+		var id int64
+		var text string
+		err := eachField(sb, func(n protowire.Number, t protowire.Type, v uint64, vb []byte) error {
+			switch {
+			case n == 1 && t == protowire.VarintType:
+				id = int64(v)
+			case n == 5 && t == protowire.BytesType:
+				text = string(vb)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if name := names[id]; frameworkStats[name] && text != "" && len(x.meta) < len(frameworkStats) {
+			x.meta[name] = strings.ToValidUTF8(text, "\uFFFD")
+		}
+		return nil
+	})
 }
 
 // eachField calls fn for every field of the message b: its number and
