@@ -183,7 +183,7 @@ func WriteFitTable(w io.Writer, f Fit) error {
 			fmt.Fprintf(w, "  %s\n", n)
 		}
 		if r.ScratchFailures > 0 {
-			fmt.Fprintf(w, "  %s: at that size %s that the program frees before allocating anything else failed (a library's workspace, which PyTorch's cuDNN retries with another algorithm); --strict counts them\n",
+			fmt.Fprintf(w, "  %s: at that size %s that the program frees before allocating anything else failed (scratch space a library can do without, as PyTorch's cuDNN convolutions do by trying another algorithm); --strict counts them\n",
 				r.Allocator, plural(r.ScratchFailures, "allocation"))
 		}
 	}
