@@ -106,13 +106,7 @@ func NewAdvise(name, path string, device uint64, a search.Advice) Advise {
 
 // RenderAdvise writes a in the named format.
 func RenderAdvise(w io.Writer, a Advise, format string) error {
-	switch format {
-	case "table":
-		return WriteAdviseTable(w, a)
-	case "json":
-		return writeIndentedJSON(w, a)
-	}
-	return fmt.Errorf("unknown format %q (want one of %s)", format, strings.Join(FitFormats, ", "))
+	return renderSearch(w, format, a, func() error { return WriteAdviseTable(w, a) })
 }
 
 // sizeOrNone writes a candidate's smallest device.

@@ -148,11 +148,17 @@ func (f *Fit) Exceeds() []string {
 
 // RenderFit writes f in the named format.
 func RenderFit(w io.Writer, f Fit, format string) error {
+	return renderSearch(w, format, f, func() error { return WriteFitTable(w, f) })
+}
+
+// renderSearch writes a search's answer, v, as JSON or as the table table
+// writes.
+func renderSearch(w io.Writer, format string, v any, table func() error) error {
 	switch format {
 	case "table":
-		return WriteFitTable(w, f)
+		return table()
 	case "json":
-		return writeIndentedJSON(w, f)
+		return writeIndentedJSON(w, v)
 	}
 	return fmt.Errorf("unknown format %q (want one of %s)", format, strings.Join(FitFormats, ", "))
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"math"
 	"slices"
 
 	"github.com/bfcsim/bfcsim/allocators"
@@ -150,24 +151,7 @@ func (h *heldTracker) finish() *PeakHeld {
 	if !h.hasPeak {
 		return nil
 	}
-	blocks := h.goneBlocks.AppendTo(nil)
-	for _, s := range h.blocks.All() {
-		if s.Size != 0 && s.start <= h.peakEvent {
-			blocks = append(blocks, s.HeldBlock)
-		}
-	}
-	regions := h.goneRegions
-	for a, g := range h.regions {
-		if g.start <= h.peakEvent {
-			regions = append(regions, LayoutRegion{Addr: a, Size: g.size})
-		}
-	}
-	if h.regionPerBlock {
-		regions = h.blockRegions(blocks)
-	}
-	sortByAddr(blocks, func(b *HeldBlock) uint64 { return b.Addr })
-	sortByAddr(regions, func(g *LayoutRegion) uint64 { return g.Addr })
-	p := describeHeld(blocks, regions, h.joins)
+	p := h.describe(h.goneBlocks.AppendTo(nil), h.goneRegions, h.peakEvent)
 	p.Event, p.Line = h.peakEvent, h.peakLine
 	*h = heldTracker{}
 	return p
@@ -176,24 +160,31 @@ func (h *heldTracker) finish() *PeakHeld {
 // current describes what is held now, after event (on line): at an
 // allocator's first failed allocation.
 func (h *heldTracker) current(event, line int64) *PeakHeld {
-	var blocks []HeldBlock
+	p := h.describe(nil, nil, math.MaxInt64)
+	p.Event, p.Line = event, line
+	return p
+}
+
+// describe describes the blocks and regions live now that began by the
+// event upTo, with those given (gone since).
+func (h *heldTracker) describe(blocks []HeldBlock, regions []LayoutRegion, upTo int64) *PeakHeld {
 	for _, s := range h.blocks.All() {
-		if s.Size != 0 {
+		if s.Size != 0 && s.start <= upTo {
 			blocks = append(blocks, s.HeldBlock)
 		}
 	}
-	regions := make([]LayoutRegion, 0, len(h.regions))
-	for a, g := range h.regions {
-		regions = append(regions, LayoutRegion{Addr: a, Size: g.size})
-	}
 	if h.regionPerBlock {
 		regions = h.blockRegions(blocks)
+	} else {
+		for a, g := range h.regions {
+			if g.start <= upTo {
+				regions = append(regions, LayoutRegion{Addr: a, Size: g.size})
+			}
+		}
 	}
 	sortByAddr(blocks, func(b *HeldBlock) uint64 { return b.Addr })
 	sortByAddr(regions, func(g *LayoutRegion) uint64 { return g.Addr })
-	p := describeHeld(blocks, regions, h.joins)
-	p.Event, p.Line = event, line
-	return p
+	return describeHeld(blocks, regions, h.joins)
 }
 
 // blockRegions are the reservations of blocks that are each their own.

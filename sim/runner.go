@@ -671,19 +671,17 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 	}
 	r.live += ev.Size
 	r.inUse += b.Size
-	if r.rec != nil {
-		at := b
+	if r.rec != nil || r.held != nil {
+		at := b // the bytes the block takes from the space, as plots and held ranges show it
 		if r.extent != nil {
 			at.Addr, at.Size = r.extent.Extent(b)
 		}
-		r.rec.alloc(ev.Slot, at, ev.Size, ev.Tag, ev.Stack, ev.ID, ev.Line)
-	}
-	if r.held != nil {
-		at := b
-		if r.extent != nil {
-			at.Addr, at.Size = r.extent.Extent(b)
+		if r.rec != nil {
+			r.rec.alloc(ev.Slot, at, ev.Size, ev.Tag, ev.Stack, ev.ID, ev.Line)
 		}
-		r.held.alloc(ev.Slot, at, ev.Size, ev.Tag, ev.Stack)
+		if r.held != nil {
+			r.held.alloc(ev.Slot, at, ev.Size, ev.Tag, ev.Stack)
+		}
 	}
 	// observe has not yet seen this allocation: the result still holds the
 	// peak before it.

@@ -252,12 +252,27 @@ func firstDiff(a, b string) (int, string, string) {
 // TestRecordPassesOverRuntimeWrappers: what strdup and operator new
 // allocate is tagged with the program's own code that called them, not
 // with the C and C++ runtime's functions glibc's mtrace names.
+// buildAndRecord compiles src (file name, in the language its extension
+// says) with compiler and flags into a program called prog, records it, and
+// returns the trace's path and bfcsim's standard error.
+func buildAndRecord(t *testing.T, compiler, prog, file, src string, flags ...string) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	exe := filepath.Join(dir, prog)
+	args := append(append([]string{"-O1"}, flags...), "-o", exe, writeFile(t, file, src))
+	out, err := exec.Command(compiler, args...).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	trc := filepath.Join(dir, prog+".jsonl")
+	code, _, stderr := cli(t, "", "record", "-o", trc, "--", exe)
+	require.Equal(t, 0, code, stderr)
+	return trc, stderr
+}
+
 func TestRecordPassesOverRuntimeWrappers(t *testing.T) {
 	requireRecorder(t)
-	dir := t.TempDir()
 	cc, err := findCompiler()
 	require.NoError(t, err)
-	src := writeFile(t, "wrap.c", `#include <stdlib.h>
+	trc, _ := buildAndRecord(t, cc, "wrap", "wrap.c", `#include <stdlib.h>
 #include <string.h>
 char *keep[100];
 __attribute__((noinline)) void make_names(void) {
@@ -268,12 +283,6 @@ __attribute__((noinline)) void make_buffers(void) {
 }
 int main(void) { make_names(); make_buffers(); for (int i = 0; i < 100; i++) free(keep[i]); return 0; }
 `)
-	prog := filepath.Join(dir, "wrap")
-	out, err := exec.Command(cc, "-O1", "-o", prog, src).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	trc := filepath.Join(dir, "wrap.jsonl")
-	code, _, stderr := cli(t, "", "record", "-o", trc, "--", prog)
-	require.Equal(t, 0, code, stderr)
 	_, evs, sum := readTrace(t, trc)
 	assert.EqualValues(t, sum.Allocs, sum.Frees, "every allocation freed, the ones libc frees at exit included")
 	tags := tagsOf(evs)
@@ -287,7 +296,7 @@ int main(void) { make_names(); make_buffers(); for (int i = 0; i < 100; i++) fre
 	assert.Len(t, sites, 2, "the 50 strdups and the 50 mallocs each at their own line of the program: %v", tags)
 
 	if cxx, err := exec.LookPath("g++"); err == nil {
-		srcxx := writeFile(t, "wrap.cc", `#include <string>
+		trc, _ := buildAndRecord(t, cxx, "wrapxx", "wrap.cc", `#include <string>
 #include <vector>
 __attribute__((noinline)) std::vector<std::string*> *make() {
 	auto *v = new std::vector<std::string*>();
@@ -296,12 +305,6 @@ __attribute__((noinline)) std::vector<std::string*> *make() {
 }
 int main() { auto *v = make(); for (auto *s : *v) delete s; delete v; }
 `)
-		progxx := filepath.Join(dir, "wrapxx")
-		out, err := exec.Command(cxx, "-O1", "-o", progxx, srcxx).CombinedOutput()
-		require.NoError(t, err, "%s", out)
-		trc := filepath.Join(dir, "wrapxx.jsonl")
-		code, _, stderr := cli(t, "", "record", "-o", trc, "--", progxx)
-		require.Equal(t, 0, code, stderr)
 		_, evs, _ := readTrace(t, trc)
 		tags := tagsOf(evs)
 		assert.False(t, hasTagPrefix(tags, "_Znwm"), "not operator new: %v", tags)
@@ -315,10 +318,9 @@ int main() { auto *v = make(); for (auto *s : *v) delete s; delete v; }
 // thread's malloc of it.
 func TestRecordThreads(t *testing.T) {
 	requireRecorder(t)
-	dir := t.TempDir()
 	cc, err := findCompiler()
 	require.NoError(t, err)
-	src := writeFile(t, "thr.c", `#include <pthread.h>
+	trc, stderr := buildAndRecord(t, cc, "thr", "thr.c", `#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 static void *work(void *arg) {
@@ -338,13 +340,7 @@ int main(void) {
 	for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
 	return 0;
 }
-`)
-	prog := filepath.Join(dir, "thr")
-	out, err := exec.Command(cc, "-O1", "-pthread", "-o", prog, src).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	trc := filepath.Join(dir, "thr.jsonl")
-	code, _, stderr := cli(t, "", "record", "-o", trc, "--", prog)
-	require.Equal(t, 0, code, stderr)
+`, "-pthread")
 	assert.NotContains(t, stderr, "invalid line", "every line of the log converts")
 	assert.NotContains(t, stderr, "of live addresses")
 	_, _, sum := readTrace(t, trc)
