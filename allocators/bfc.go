@@ -219,6 +219,20 @@ type BFC struct {
 
 	// cp is the pool as Checkpoint last saved it, nil until then.
 	cp *bfcCheckpoint
+
+	// placer places regions where a recorded pool had them (nil when the
+	// space cannot); recorded is the region the recording reserved for
+	// the allocation that comes next (RecordedReserve), and followed and
+	// missed count the regions put there and those that could not be.
+	placer           Placer
+	recorded         bfcRecordedRegion
+	followed, missed int64
+}
+
+// bfcRecordedRegion is a region a recorded pool reserved.
+type bfcRecordedRegion struct {
+	addr, size uint64
+	ok         bool
 }
 
 var (
@@ -228,6 +242,7 @@ var (
 	_ AlignmentLimiter    = (*BFC)(nil)
 	_ ChunkWalker         = (*BFC)(nil)
 	_ Snapshotter         = (*BFC)(nil)
+	_ SegmentObserver     = (*BFC)(nil)
 )
 
 // JoinsRegions says adjacent regions are joined (coalescing_regions).
@@ -241,6 +256,7 @@ func NewBFC(sp Space, cfg BFCConfig) *BFC {
 		limit = sp.Capacity()
 	}
 	b := &BFC{space: sp, cfg: cfg, memoryLimit: limit, nextAllocID: 1}
+	b.placer, _ = sp.(Placer)
 	b.maxInternalFrag = bfcMaxInternalFrag
 	if cfg.FragmentationFraction > 0 {
 		b.maxInternalFrag = uint64(cfg.FragmentationFraction * float64(limit))
@@ -273,16 +289,18 @@ func (b *BFC) Allocate(size, align uint64) (Block, error) {
 		b.failed = &bfcdump.Request{Bytes: size, Rounded: size}
 		return Block{}, ErrOutOfMemory
 	}
+	rec := b.recorded
+	b.recorded.ok = false
 	bin := BinNumForSize(rounded)
 	if h := b.findChunk(bin, rounded, size); h != noChunk {
 		return b.block(h), nil
 	}
-	if b.extend(rounded) {
+	if b.extend(rounded, rec) {
 		if h := b.findChunk(bin, rounded, size); h != noChunk {
 			return b.block(h), nil
 		}
 	}
-	if b.deallocateFreeRegions(rounded) && b.extend(rounded) {
+	if b.deallocateFreeRegions(rounded) && b.extend(rounded, rec) {
 		if h := b.findChunk(bin, rounded, size); h != noChunk {
 			return b.block(h), nil
 		}
@@ -457,8 +475,43 @@ func (b *BFC) leftBin(h int32, bin int) {
 	b.w(h).bin = -1
 }
 
-// extend grows the pool by one region able to hold rounded bytes (TF's Extend).
-func (b *BFC) extend(rounded uint64) bool {
+// RecordedReserve notes a region the recorded pool reserved (a capture's
+// reserve event, just before the allocation that made the pool grow): if
+// that allocation makes this pool reserve a region of the same size, the
+// region goes at addr, where the device put the recorded one, so that a
+// growing pool's regions, which lie wherever cudaMalloc put them, are
+// reproduced with every address in them. A region of another size (a
+// what-if that grows otherwise) is placed by the space as usual.
+func (b *BFC) RecordedReserve(addr, size uint64, _ int64) {
+	b.recorded = bfcRecordedRegion{addr: addr, size: size, ok: true}
+}
+
+// RecordedRelease changes nothing: the pool's own garbage collection
+// decides what it releases.
+func (b *BFC) RecordedRelease(addr, size uint64) {}
+
+// RecordedRegions counts the recorded regions this pool reserved where
+// the recording had them, and those of the same size it could not put
+// there (the range was taken).
+func (b *BFC) RecordedRegions() (followed, missed int64) { return b.followed, b.missed }
+
+// reserve reserves bytes for a region: where the recorded pool had its
+// region when it is of that size and the space can place it there, else
+// where the space puts it.
+func (b *BFC) reserve(bytes uint64, rec bfcRecordedRegion) (uint64, error) {
+	if rec.ok && rec.size == bytes && b.placer != nil {
+		if b.placer.ReserveAt(rec.addr, bytes) == nil {
+			b.followed++
+			return rec.addr, nil
+		}
+		b.missed++
+	}
+	return b.space.Reserve(bytes)
+}
+
+// extend grows the pool by one region able to hold rounded bytes (TF's
+// Extend); rec is the region the recording reserved here, if any.
+func (b *BFC) extend(rounded uint64, rec bfcRecordedRegion) bool {
 	var available uint64
 	if b.poolBytes < b.memoryLimit {
 		available = (b.memoryLimit - b.poolBytes) &^ (bfcMinAllocationSize - 1)
@@ -481,7 +534,7 @@ func (b *BFC) extend(rounded uint64) bool {
 			return false
 		}
 	}
-	addr, err := b.space.Reserve(bytes)
+	addr, err := b.reserve(bytes, rec)
 	if err != nil && !b.startedBackpedal {
 		b.startedBackpedal = true
 		for {

@@ -259,6 +259,10 @@ func (t *Trace) recordedValues(spec sim.AllocatorSpec, settings []Setting) (map[
 // the allocator would follow: then the recorded settings replay as the
 // recording ran, and differ from the model's own decisions.
 func (t *Trace) followsDecisions(name string) bool {
+	f, err := allocators.Lookup(name)
+	if err != nil || !slices.ContainsFunc(f.Options, func(o allocators.Option) bool { return o.Key == "segments" }) {
+		return false // it has no recorded decisions to follow (bfc)
+	}
 	for _, r := range t.Unlimited {
 		if r.Allocator == name && r.Decisions != nil && r.Decisions.Outcome != "model" {
 			return true

@@ -508,11 +508,20 @@ func tensorflowResult(st tensorflow.Stats) importResult {
 		res.notes = append(res.notes, "memory limit "+report.Bytes(st.CapacityBytes))
 	}
 	if st.Settings != nil {
-		how := "grew from what it needed (XLA_PYTHON_CLIENT_PREALLOCATE=false), as its chunks' addresses show"
-		if st.Preallocated {
-			how = "reserved its whole pool at the start (XLA_PYTHON_CLIENT_MEM_FRACTION of the device), as its chunks' addresses show"
+		who, grow, whole := "TensorFlow's allocator", "TF_FORCE_GPU_ALLOW_GROWTH=true", "its memory limit"
+		if st.JAXVersion != "" {
+			who, grow, whole = "XLA's allocator", "XLA_PYTHON_CLIENT_PREALLOCATE=false", "XLA_PYTHON_CLIENT_MEM_FRACTION of the device"
 		}
-		res.notes = append(res.notes, "XLA's allocator "+how+"; bfc starts from "+settingsText(*st.Settings))
+		var how string
+		switch st.Layout {
+		case tensorflow.LayoutGrowth:
+			how = fmt.Sprintf("grew its pool by %d regions as it needed them (%s), at the addresses its chunks show", st.Regions, grow)
+		case tensorflow.LayoutPreallocate:
+			how = "reserved its whole pool at the start (" + whole + "), as its chunks' addresses show"
+		default:
+			how = "kept within the first region a growing pool reserves, so its addresses cannot tell whether it grew; taken as preallocated (" + whole + ")"
+		}
+		res.notes = append(res.notes, who+" "+how+"; bfc starts from "+settingsText(*st.Settings))
 	}
 	if st.AddressesRebased {
 		res.notes = append(res.notes, "addresses moved to the simulated device's base, to compare")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -98,4 +99,50 @@ func TestValidateTensorFlowCapture(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "events   22: 20 alloc")
 	assert.Contains(t, out, `tf_allocator="GPU_1_bfc"`)
+}
+
+// A capture of a pool that grew, its regions wherever the device put them
+// (each below the one before, with gaps), replays with no flags at every
+// recorded address: the importer finds the regions from the addresses,
+// writes them as reserve events, and bfc, started growing as the capture
+// shows, puts each region where the recording had it. The same capture as
+// JAX's is named XLA's and started with XLA's options; a preallocated
+// TensorFlow pool is started with TensorFlow's GPU defaults.
+func TestCaptureLayoutsReplayWithNoFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		o       tfcapture.Options
+		note    string
+		options []string
+	}{
+		{"tensorflow growth", tfcapture.Options{BFC: map[string]string{"preset": "tf-gpu", "allow_growth": "true"}, Scatter: true},
+			"TensorFlow's allocator grew its pool by ", []string{"preset", "allow_growth"}},
+		{"jax growth", tfcapture.Options{BFC: map[string]string{"allow_growth": "true"}, Scatter: true, JAXVersion: "0.11.2"},
+			"XLA's allocator grew its pool by ", []string{"allow_growth"}},
+		{"tensorflow preallocated", tfcapture.Options{BFC: map[string]string{"preset": "tf-gpu"}},
+			"TensorFlow's allocator reserved its whole pool at the start (its memory limit)", []string{"preset"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.Allocator, tc.o.Capacity = "GPU_0_bfc", 16<<30
+			path := writeCapture(t, "transformer-train.jsonl", tc.o)
+			code, out, stderr := cli(t, "", "replay", path, "-a", "bfc", "-f", "json")
+			require.Equal(t, 0, code, stderr)
+			assert.Contains(t, stderr, tc.note)
+			var rep struct {
+				Traces []struct {
+					Results []struct {
+						OptionsFromRecording []string                       `json:"options_from_recording"`
+						AddressMatch         struct{ Checked, Matched int } `json:"recorded_address_match"`
+						BlockMatch           struct{ Checked, Matched int } `json:"recorded_block_match"`
+					} `json:"results"`
+				} `json:"traces"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &rep))
+			r := rep.Traces[0].Results[0]
+			assert.ElementsMatch(t, tc.options, r.OptionsFromRecording)
+			assert.Greater(t, r.AddressMatch.Checked, 1000)
+			assert.Equal(t, r.AddressMatch.Checked, r.AddressMatch.Matched, "every recorded address")
+			assert.Equal(t, r.BlockMatch.Checked, r.BlockMatch.Matched, "every recorded block size")
+		})
+	}
 }

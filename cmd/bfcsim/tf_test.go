@@ -262,7 +262,7 @@ func TestJAXCaptureWithNoFlags(t *testing.T) {
 	tr := rep.Traces[0]
 	assert.Equal(t, "jax-profiler", tr.Header.Source)
 	r := tr.Results[0]
-	assert.Equal(t, []string{"preset"}, r.OptionsFromRecording)
+	assert.Equal(t, []string{"allow_growth"}, r.OptionsFromRecording, "XLA's: tsl's defaults, allow_growth = !preallocate")
 	assert.Equal(t, 3378, r.AddressMatch.Checked)
 	assert.Equal(t, r.AddressMatch.Checked, r.AddressMatch.Matched, "every recorded address")
 	assert.Equal(t, 3378, r.BlockMatch.Checked)
@@ -276,4 +276,29 @@ func TestJAXCaptureWithNoFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(data, &truth))
 	assert.Equal(t, truth.Stats.Peak, r.PeakInUse, "JAX's own peak_bytes_in_use, as the device reported it")
+}
+
+// The prealloc capture replayed as if XLA_PYTHON_CLIENT_PREALLOCATE=false
+// gives what JAX's memory_stats() reported on the same H100 for the same
+// program run that way: peak_bytes_in_use 708,957,952 and peak_pool_bytes
+// 1,109,393,408. The preallocated run's peak in use, 742,396,416, is
+// 33,438,464 bytes more with the same requests: in one large region BFC
+// hands out more chunks whole (it splits a free chunk only when at least
+// twice the request, or 128 MiB more), and in use counts chunk sizes.
+func TestJAXGrowthWhatIfMatchesTheDevice(t *testing.T) {
+	code, out, stderr := cli(t, "", "replay", bundled+"h100/jax-prealloc.xplane.pb.gz", "-a", "bfc", "-q",
+		"--set", "bfc.allow_growth=true", "-f", "json")
+	require.Equal(t, 0, code, stderr)
+	var rep struct {
+		Traces []struct {
+			Results []struct {
+				PeakInUse    uint64 `json:"peak_in_use_bytes"`
+				PeakReserved uint64 `json:"peak_reserved_bytes"`
+			} `json:"results"`
+		} `json:"traces"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	r := rep.Traces[0].Results[0]
+	assert.Equal(t, uint64(708_957_952), r.PeakInUse)
+	assert.Equal(t, uint64(1_109_393_408), r.PeakReserved)
 }

@@ -31,6 +31,29 @@ type Options struct {
 	From int
 	// EventPs is the time between events, in picoseconds (default 1 µs).
 	EventPs int64
+	// Scatter puts each region the pool reserves below the one before,
+	// with a gap, as cudaMalloc may place a growing pool's regions,
+	// rather than one after another from the space's base.
+	Scatter bool
+	// JAXVersion makes the capture JAX's (tensorflow.Capture.JAXVersion).
+	JAXVersion string
+}
+
+// scatterSpace places each reservation 6 MiB below the one before, from
+// 16 TiB above the virtual base down.
+type scatterSpace struct {
+	*allocators.VirtualSpace
+	next uint64 // where the next reservation ends
+}
+
+func (s *scatterSpace) Reserve(n uint64) (uint64, error) {
+	const mib = 1 << 20
+	addr := s.next - (n+2*mib-1)&^(2*mib-1)
+	if err := s.ReserveAt(addr, n); err != nil {
+		return 0, err
+	}
+	s.next = addr - 6*mib
+	return addr, nil
 }
 
 // FromTrace replays evs through bfcsim's bfc and returns the capture of the
@@ -40,12 +63,15 @@ func FromTrace(evs []trace.Event, o Options) (tensorflow.Capture, error) {
 	if o.EventPs == 0 {
 		o.EventPs = 1_000_000
 	}
-	space := allocators.NewVirtualSpace(o.Capacity, allocators.CostModel{}, allocators.Paged)
+	var space allocators.Space = allocators.NewVirtualSpace(o.Capacity, allocators.CostModel{}, allocators.Paged)
+	if o.Scatter {
+		space = &scatterSpace{VirtualSpace: space.(*allocators.VirtualSpace), next: allocators.VirtualBase + 1<<44}
+	}
 	a, _, err := allocators.New("bfc", space, o.BFC)
 	if err != nil {
 		return tensorflow.Capture{}, err
 	}
-	c := tensorflow.Capture{Allocator: o.Allocator, StartNs: 1_700_000_000_000_000_000}
+	c := tensorflow.Capture{Allocator: o.Allocator, StartNs: 1_700_000_000_000_000_000, JAXVersion: o.JAXVersion}
 	live := map[uint64]allocators.Block{}
 	requested := map[uint64]uint64{}
 	step := int64(1)

@@ -43,6 +43,9 @@ type Capture struct {
 	// StringValues stores text stats as str_value, as TensorFlow before
 	// 2.4 did, instead of references to stat metadata.
 	StringValues bool
+	// JAXVersion, when set, adds the "/host:metadata" plane JAX writes,
+	// with its jax_version stat: the capture is JAX's.
+	JAXVersion string
 }
 
 // WriteCapture writes c as an XSpace, the *.xplane.pb TensorFlow's
@@ -89,7 +92,14 @@ func WriteCapture(w io.Writer, c Capture) error {
 		l.Events = append(l.Events, ev)
 	}
 	b.plane.Lines = lines
-	data, err := proto.Marshal(&xplanepb.XSpace{Planes: []*xplanepb.XPlane{b.plane}})
+	planes := []*xplanepb.XPlane{b.plane}
+	if c.JAXVersion != "" {
+		m := newPlaneBuilder("/host:metadata", true)
+		m.plane.Id = 2
+		m.plane.Stats = []*xplanepb.XStat{{MetadataId: m.stat("jax_version"), Value: &xplanepb.XStat_StrValue{StrValue: c.JAXVersion}}}
+		planes = append(planes, m.plane)
+	}
+	data, err := proto.Marshal(&xplanepb.XSpace{Planes: planes})
 	if err != nil {
 		return err
 	}

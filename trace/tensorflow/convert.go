@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -106,11 +105,17 @@ type Stats struct {
 	// JAXVersion is the version of JAX that made the capture (its
 	// "/host:metadata" plane's jax_version); "" for TensorFlow's.
 	JAXVersion string
-	// Settings are the bfc options a JAX capture's allocator ran with
-	// (xlaSettings), written into the header; Preallocated says the pool
-	// was reserved whole at the start.
-	Settings     *trace.RecordedSettings
-	Preallocated bool
+	// Layout is how the pool was laid out, as a capture from an empty pool
+	// shows it: LayoutPreallocate, LayoutGrowth or LayoutEither; "" when
+	// the addresses fit neither, or the capture starts mid-run.
+	Layout string
+	// Regions counts the regions the pool reserved, as the trace's
+	// reserve events give them (layoutGrowth: one per region it grew by;
+	// otherwise the one preallocated region).
+	Regions int
+	// Settings are the bfc options a device BFC pool ran with
+	// (recordedSettings), written into the header.
+	Settings *trace.RecordedSettings
 	// AutoPicked says the capture has several allocators and Allocator
 	// was picked as its only device allocator (a host allocator, pinned
 	// memory for transfers, is never picked by default).
@@ -176,34 +181,48 @@ func pickAllocator(evs []memEvent, opt Options, st *Stats) (string, error) {
 	return st.Allocators[0].Name, nil
 }
 
-// xlaSettings are the bfc options that start it as XLA configured the
-// allocator of a JAX capture: JAX's GPU client preallocates its whole pool
-// (XLA_PYTHON_CLIENT_MEM_FRACTION of the device, the capture's memory
-// limit) unless XLA_PYTHON_CLIENT_PREALLOCATE=false makes it grow. A
-// preallocated pool is one region from its first chunk, so every chunk of
-// a capture from an empty pool lies within the limit of the lowest; a
-// growing pool's regions are wherever the device put them. Nil when the
-// capture cannot say (it starts mid-run, or has no limit).
-func xlaSettings(evs []memEvent, st *Stats) *trace.RecordedSettings {
-	if st.StartInUseBytes > 0 || st.CapacityBytes == 0 {
+// recordedSettings are the bfc options that start it as the capture's
+// allocator was configured, for a device BFC pool (GPU_0_bfc) whose layout
+// the addresses show.
+//
+//   - JAX's GPU client makes a tsl::BFCAllocator with its defaults
+//     (garbage collection off) and allow_growth = !preallocate: it reserves
+//     its whole pool, XLA_PYTHON_CLIENT_MEM_FRACTION of the device, at the
+//     first allocation, unless XLA_PYTHON_CLIENT_PREALLOCATE=false makes it
+//     grow.
+//   - TensorFlow's GPUBFCAllocator (preset tf-gpu: garbage collection on)
+//     reserves its memory limit whole unless allow_growth
+//     (TF_FORCE_GPU_ALLOW_GROWTH=true) makes it grow.
+//
+// Nil for another allocator (a TPU's, a host's) or an unknown layout.
+func recordedSettings(st *Stats) *trace.RecordedSettings {
+	if !isDeviceBFC(st.Allocator) || st.Layout == "" {
 		return nil
 	}
-	lo, hi := uint64(math.MaxUint64), uint64(0)
-	for _, e := range evs {
-		if e.alloc {
-			lo, hi = min(lo, e.addr), max(hi, e.addr+uint64(max(e.chunk, 0)))
-		}
+	growth := strconv.FormatBool(st.Layout == LayoutGrowth)
+	if st.JAXVersion != "" {
+		return &trace.RecordedSettings{Allocator: "bfc", Options: map[string]string{"allow_growth": growth}}
 	}
-	if hi == 0 {
-		return nil
+	opts := map[string]string{"preset": "tf-gpu"}
+	if st.Layout == LayoutGrowth {
+		opts["allow_growth"] = growth
 	}
-	st.Preallocated = hi-lo <= st.CapacityBytes
-	if st.Preallocated {
-		// TensorFlow's GPU defaults are XLA's: the pool reserved whole at
-		// the start, garbage collection on.
-		return &trace.RecordedSettings{Allocator: "bfc", Options: map[string]string{"preset": "tf-gpu"}}
+	return &trace.RecordedSettings{Allocator: "bfc", Options: opts}
+}
+
+// isDeviceBFC says whether an allocator is a GPU's BFC pool, as TensorFlow
+// and XLA name them (GPU_0_bfc).
+func isDeviceBFC(name string) bool {
+	rest, ok := strings.CutPrefix(name, "GPU_")
+	if !ok {
+		return false
 	}
-	return &trace.RecordedSettings{Allocator: "bfc", Options: map[string]string{"allow_growth": "true"}}
+	n, ok := strings.CutSuffix(rest, "_bfc")
+	if !ok || n == "" {
+		return false
+	}
+	_, err := strconv.ParseUint(n, 10, 32)
+	return err == nil
 }
 
 // isHostAllocator says whether an allocator serves host memory (pinned
@@ -288,18 +307,45 @@ func writeEvents(all []memEvent, file string, w *trace.Writer, opt Options, st *
 
 	// Addresses: a capture from an empty pool starts at the pool's first
 	// region, so its addresses, moved to the simulated device's base, are
-	// where a faithful replay puts its chunks. A capture that starts
-	// mid-run leaves the layout of what was in use unknown: its addresses
-	// could not be compared, and are left out of the trace.
+	// where a faithful replay puts its chunks. The regions the pool
+	// reserved go into the trace as reserve events before the allocation
+	// that made each (the lowest at the base), so that a replay puts its
+	// regions where the device put them. A capture that starts mid-run
+	// leaves the layout of what was in use unknown: its addresses could
+	// not be compared, and are left out of the trace.
 	var shift uint64
 	keepAddr := st.StartInUseBytes == 0
+	var regions []region
 	if keepAddr {
+		var lowest uint64
 		for _, e := range evs {
 			if e.alloc {
-				shift = simBase - e.addr
+				lowest = e.addr
 				break
 			}
 		}
+		if st.CapacityBytes > 0 {
+			var layout poolLayout
+			layout, regions = inferLayout(evs, st.CapacityBytes)
+			switch layout {
+			case layoutGrowth:
+				st.Layout = LayoutGrowth
+				for _, r := range regions {
+					lowest = min(lowest, r.base)
+				}
+			case layoutPreallocate, layoutEither:
+				st.Layout = LayoutPreallocate
+				if layout == layoutEither {
+					st.Layout = LayoutEither
+				}
+				regions = nil
+				if i := slices.IndexFunc(evs, func(e memEvent) bool { return e.alloc }); i >= 0 {
+					regions = []region{{base: evs[i].addr, size: st.CapacityBytes &^ (bfcRound - 1), event: i}}
+				}
+			}
+		}
+		st.Regions = len(regions)
+		shift = simBase - lowest
 		st.AddressesRebased = true
 	}
 
@@ -327,14 +373,14 @@ func writeEvents(all []memEvent, file string, w *trace.Writer, opt Options, st *
 	if st.JAXVersion != "" {
 		source = "jax-profiler"
 		meta["jax_version"] = strconv.Quote(st.JAXVersion)
-		if s := xlaSettings(evs, st); s != nil {
-			st.Settings = s
-			j, err := s.MarshalJSON()
-			if err != nil {
-				return err
-			}
-			meta[trace.SettingsKey] = string(j)
+	}
+	if s := recordedSettings(st); s != nil {
+		st.Settings = s
+		j, err := s.MarshalJSON()
+		if err != nil {
+			return err
 		}
+		meta[trace.SettingsKey] = string(j)
 	}
 	if err := w.WriteHeader(trace.Header{
 		Name: traceName, Source: source, CapacityBytes: st.CapacityBytes, TimeUnit: "ns", Meta: meta,
@@ -400,8 +446,15 @@ func writeEvents(all []memEvent, file string, w *trace.Writer, opt Options, st *
 	// threads interleave, so an earlier step's stragglers do not start it
 	// again.
 	step, haveStep := int64(0), false
-	for _, e := range evs {
+	for i, e := range evs {
 		t := float64(e.ps-first.ps) / 1000
+		if len(regions) > 0 && regions[0].event == i {
+			r := regions[0]
+			regions = regions[1:]
+			if err := write(trace.Event{Op: trace.OpReserve, Addr: r.base + shift, Size: r.size, T: t, Flags: trace.HasAddr | trace.HasT}); err != nil {
+				return err
+			}
+		}
 		if e.hasStep && e.step > 0 {
 			if haveStep && e.step > step {
 				if err := write(trace.Event{Op: trace.OpStep, Name: "step " + strconv.FormatInt(step, 10), T: t, Flags: trace.HasT}); err != nil {
@@ -443,6 +496,19 @@ func writeEvents(all []memEvent, file string, w *trace.Writer, opt Options, st *
 	}
 	return w.Flush()
 }
+
+// The layouts of Stats.Layout.
+const (
+	// LayoutPreallocate: the pool reserved its whole limit at the first
+	// allocation (XLA's default, TensorFlow's without allow_growth).
+	LayoutPreallocate = "preallocate"
+	// LayoutGrowth: the pool grew a region at a time.
+	LayoutGrowth = "growth"
+	// LayoutEither: everything the capture allocated fits the first region
+	// a growing pool reserves, so the addresses cannot tell; the replay
+	// takes the pool as preallocated.
+	LayoutEither = "either"
+)
 
 // simBase is where the simulated device's addresses start (SPEC: the
 // virtual space's base, 1<<40).
