@@ -26,6 +26,9 @@ type Advise struct {
 	// DeviceCapacityBytes is the device searched on (a limit is set on it
 	// for an allocator that takes one).
 	DeviceCapacityBytes uint64 `json:"device_capacity_bytes"`
+	// DeviceMemoryBytes is the GPU to advise for (--device-memory): a JAX
+	// capture's lines then set XLA_PYTHON_CLIENT_MEM_FRACTION for it.
+	DeviceMemoryBytes uint64 `json:"device_memory_bytes,omitempty"`
 	// Recorded are the recording's settings, as it ran them (following its
 	// segment decisions).
 	Recorded AdviseCandidate `json:"recorded"`
@@ -43,6 +46,9 @@ type Advise struct {
 // AdviseCandidate is one combination of settings tried.
 type AdviseCandidate struct {
 	Settings map[string]string `json:"settings"`
+	// Env is the line that sets a JAX capture's candidate, its memory
+	// fraction included when the GPU's total memory is known.
+	Env string `json:"env,omitempty"`
 	// MinCapacityBytes is null when the candidate fits no device tried.
 	MinCapacityBytes  *uint64 `json:"min_capacity_bytes"`
 	PeakReservedBytes uint64  `json:"peak_reserved_bytes"`
@@ -73,12 +79,20 @@ func newAdviseCandidate(c search.Candidate) AdviseCandidate {
 	return out
 }
 
-// NewAdvise builds the report of advice for the trace at path.
-func NewAdvise(name, path string, device uint64, a search.Advice) Advise {
+// NewAdvise builds the report of advice for the trace at path; gpu is the
+// GPU's total memory to write a JAX capture's memory fraction for (0: not
+// known).
+func NewAdvise(name, path string, device uint64, a search.Advice, gpu uint64) Advise {
 	r := Advise{Version: AdviseVersion, Trace: name, Path: path, Allocator: a.Allocator, DeviceCapacityBytes: device,
 		Recorded: newAdviseCandidate(a.Recorded), RecordedModel: newAdviseCandidate(a.ModelRecorded),
 		Best:    AdviseBest{Env: search.Env(a.Allocator, a.Best.Settings), AdviseCandidate: newAdviseCandidate(a.Best)},
 		Effects: []AdviseEffect{}, Candidates: []AdviseCandidate{}, Notes: []string{}}
+	if a.JAX {
+		r.DeviceMemoryBytes = gpu
+		r.Best.Env = xlaLine(a.Best, gpu)
+		r.Best.AdviseCandidate.Env = r.Best.Env
+		r.Notes = append(r.Notes, xlaNotes(a, gpu)...)
+	}
 	if a.Best.Fit.Fits && a.ModelRecorded.Fit.Fits {
 		r.SavedBytes = int64(a.ModelRecorded.Fit.MinCapacityBytes) - int64(a.Best.Fit.MinCapacityBytes)
 	}
@@ -91,7 +105,11 @@ func NewAdvise(name, path string, device uint64, a search.Advice) Advise {
 		r.Effects = append(r.Effects, out)
 	}
 	for _, c := range a.Candidates {
-		r.Candidates = append(r.Candidates, newAdviseCandidate(c))
+		out := newAdviseCandidate(c)
+		if a.JAX {
+			out.Env = xlaLine(c, gpu)
+		}
+		r.Candidates = append(r.Candidates, out)
 	}
 	if a.Allocator == "pytorch" && a.Best.Settings["garbage_collection_threshold"] != "0" {
 		r.Notes = append(r.Notes, "garbage_collection_threshold acts only under a memory limit: set one with torch.cuda.set_per_process_memory_fraction (the smallest device is such a limit)")
@@ -204,4 +222,50 @@ func equalSettings(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// xlaLine is the line that runs JAX as candidate c: preallocation off if
+// it grows, and the memory fraction of a GPU of gpu bytes that gives its
+// smallest device.
+func xlaLine(c search.Candidate, gpu uint64) string {
+	var limit uint64
+	if c.Fit.Fits {
+		limit = c.Fit.MinCapacityBytes
+	}
+	line, _ := search.XLAEnv(c.Settings, limit, gpu)
+	return line
+}
+
+// xlaNotes say, for a JAX capture, what the other choice of preallocation
+// needs, and how the memory fraction is had.
+func xlaNotes(a search.Advice, gpu uint64) []string {
+	var notes []string
+	for _, c := range a.Candidates {
+		if c.Settings["allow_growth"] == a.Best.Settings["allow_growth"] || !c.Fit.Fits {
+			continue
+		}
+		how := "preallocating (JAX's default)"
+		if c.Settings["allow_growth"] == "true" {
+			how = "growing"
+		}
+		notes = append(notes, fmt.Sprintf("%s it needs %s: %s", how, Bytes(c.Fit.MinCapacityBytes), xlaLine(c, gpu)))
+		break
+	}
+	switch {
+	case !a.Best.Fit.Fits:
+	case gpu == 0:
+		notes = append(notes, xlaFractionHelp(a.Best.Fit.MinCapacityBytes))
+	default:
+		if _, ok := search.XLAFraction(a.Best.Fit.MinCapacityBytes, gpu); !ok {
+			notes = append(notes, fmt.Sprintf("it needs more than the GPU's %s (--device-memory)", Bytes(gpu)))
+		}
+	}
+	notes = append(notes, "XLA's allocator takes its limit on top of what the CUDA context, cuBLAS and cuDNN hold outside it: leave them room when raising the fraction")
+	return notes
+}
+
+// xlaFractionHelp says how to have the fraction line without the GPU's
+// total memory.
+func xlaFractionHelp(limit uint64) string {
+	return "XLA_PYTHON_CLIENT_MEM_FRACTION is " + Count(int64(limit)) + " bytes ÷ the GPU's total memory: --device-memory SIZE writes it"
 }

@@ -41,7 +41,14 @@ type Fit struct {
 	// Max is --max, when given: the report says whether every allocator
 	// fits in it.
 	MaxBytes uint64 `json:"max_bytes,omitempty"`
+	// DeviceMemoryBytes is the GPU a JAX capture's memory fraction is
+	// written for (--device-memory), 0 when not given.
+	DeviceMemoryBytes uint64 `json:"device_memory_bytes,omitempty"`
+	// Source is where the trace came from (its header's source).
+	Source string `json:"source,omitempty"`
 }
+
+func (f Fit) jax() bool { return f.Source == search.JAXSource }
 
 // FitResult is one allocator's answer.
 type FitResult struct {
@@ -69,6 +76,10 @@ type FitResult struct {
 	Decisions       *Decisions `json:"recorded_decisions,omitempty"`
 	Trials          []FitTrial `json:"trials"`
 	GPUs            []GPUFit   `json:"gpus"`
+	// Env is, for a JAX capture's bfc, the line that gives XLA's allocator
+	// the smallest memory limit: XLA_PYTHON_CLIENT_MEM_FRACTION of the
+	// GPU (--device-memory), preallocation as recorded.
+	Env string `json:"env,omitempty"`
 }
 
 // FitTrial is one probe of the search.
@@ -89,10 +100,14 @@ type GPUFit struct {
 	HeadroomBytes int64 `json:"headroom_bytes"`
 }
 
-// NewFit builds the report of a fit of the trace at path.
-func NewFit(name, path string, tr *search.Trace, results []search.FitResult) Fit {
+// NewFit builds the report of a fit of the trace at path; gpu is the GPU's
+// total memory to write a JAX capture's memory fraction for (0: not known).
+func NewFit(name, path string, tr *search.Trace, results []search.FitResult, gpu uint64) Fit {
 	f := Fit{Version: FitVersion, Trace: name, Path: path, Events: tr.Summary.Events,
-		PeakLiveBytes: tr.Summary.PeakLiveBytes, Results: []FitResult{}}
+		PeakLiveBytes: tr.Summary.PeakLiveBytes, Results: []FitResult{}, Source: tr.Setup.Source}
+	if tr.IsJAX() {
+		f.DeviceMemoryBytes = gpu
+	}
 	for i, r := range results {
 		out := FitResult{Allocator: r.Allocator, Options: r.Options, OptionsSet: r.Set, GranularityBytes: r.GranularityBytes,
 			Limit: "capacity", Probes: r.Probes, MaxProbedBytes: r.MaxProbedBytes,
@@ -115,6 +130,13 @@ func NewFit(name, path string, tr *search.Trace, results []search.FitResult) Fit
 				t.FailedEvent = &e
 			}
 			out.Trials = append(out.Trials, t)
+		}
+		if tr.IsJAX() && r.Allocator == "bfc" && r.Fits && gpu > 0 {
+			settings := map[string]string{}
+			for k, v := range r.Options {
+				settings[k] = fmt.Sprint(v)
+			}
+			out.Env, _ = search.XLAEnv(settings, r.MinCapacityBytes, gpu)
 		}
 		for _, g := range GPUSizes {
 			size := g << 30
@@ -184,7 +206,14 @@ func WriteFitTable(w io.Writer, f Fit) error {
 	}
 	for i := range f.Results {
 		r := &f.Results[i]
-		fmt.Fprintf(w, "  %s: %s; %s\n", r.Allocator, fitLimitName(r, f.DeviceCapacityBytes), fitSettings(r))
+		limit := fitLimitName(r, f.DeviceCapacityBytes)
+		if f.jax() && r.Allocator == "bfc" {
+			limit = "XLA's memory limit (XLA_PYTHON_CLIENT_MEM_FRACTION of the GPU's memory)"
+		}
+		fmt.Fprintf(w, "  %s: %s; %s\n", r.Allocator, limit, fitSettings(r))
+		if l := fitXLALine(f, r); l != "" {
+			fmt.Fprintf(w, "  %s: %s\n", r.Allocator, l)
+		}
 		if n := notesOfDecisions(r.Allocator, r.Decisions); n != "" {
 			fmt.Fprintf(w, "  %s\n", n)
 		}
@@ -313,4 +342,18 @@ func notesOfDecisions(allocator string, d *Decisions) string {
 		return fmt.Sprintf("%s: adopted every recorded segment as it was (segments=recorded)", allocator)
 	}
 	return ""
+}
+
+// fitXLALine is, for a JAX capture's bfc, the line that sets the smallest
+// memory limit, or how to have it; "" for any other result.
+func fitXLALine(f Fit, r *FitResult) string {
+	switch {
+	case r.Env != "":
+		return r.Env + "   (on a GPU of " + Bytes(f.DeviceMemoryBytes) + ")"
+	case r.MinCapacityBytes == nil || r.Allocator != "bfc" || !f.jax():
+		return ""
+	case f.DeviceMemoryBytes > 0:
+		return "needs more than the GPU's " + Bytes(f.DeviceMemoryBytes) + " (--device-memory)"
+	}
+	return xlaFractionHelp(*r.MinCapacityBytes)
 }

@@ -74,6 +74,9 @@ type Advice struct {
 	// Effects say what each setting in which Best differs from the
 	// recording did on its own.
 	Effects []Effect
+	// JAX says the trace is a JAX capture's and the allocator bfc: its
+	// settings are XLA's, set with XLA_PYTHON_CLIENT_* (XLAEnv).
+	JAX bool
 }
 
 // Advise searches spec's allocator's settings (AdvisedSettings) for the
@@ -94,7 +97,7 @@ func (t *Trace) Advise(ctx context.Context, spec sim.AllocatorSpec) (Advice, err
 	if u := t.Setup.Recorded.Options["unmodelled"]; u != "" && t.Setup.Recorded.Allocator == spec.Name {
 		return Advice{}, fmt.Errorf("the recording's allocator ran with settings bfcsim does not model (%s): advice from the model would not hold for it", u)
 	}
-	settings, ok := AdvisedSettings[spec.Name]
+	settings, ok := t.advisedSettings(spec.Name)
 	if !ok {
 		return Advice{}, fmt.Errorf("advise has no settings to try for %s (it advises %s)", spec.Name, strings.Join(slices.Sorted(maps.Keys(AdvisedSettings)), ", "))
 	}
@@ -104,7 +107,7 @@ func (t *Trace) Advise(ctx context.Context, spec sim.AllocatorSpec) (Advice, err
 			free = append(free, s)
 		}
 	}
-	adv := Advice{Allocator: spec.Name}
+	adv := Advice{Allocator: spec.Name, JAX: spec.Name == "bfc" && t.IsJAX()}
 	cache := map[string]*Candidate{}
 	eval := func(vals map[string]string, model bool) (*Candidate, error) {
 		key := canonical(vals)

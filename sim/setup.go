@@ -21,13 +21,16 @@ type Setup struct {
 	// ExpandableRanges are where its expandable segments' ranges start
 	// (Config.ExpandableRanges).
 	ExpandableRanges []trace.ExpandableRange
+	// Source is where the trace came from (the header's source:
+	// "pytorch-snapshot", "jax-profiler", …).
+	Source string
 }
 
 // SetupOf reads a trace header's replay settings. A header whose settings
 // do not parse is an error, so that a replay never silently models another
 // allocator or layout than the recording says.
 func SetupOf(h trace.Header) (Setup, error) {
-	s := Setup{CapacityBytes: h.CapacityBytes}
+	s := Setup{CapacityBytes: h.CapacityBytes, Source: h.Source}
 	var err error
 	if s.Recorded, _, err = h.Settings(); err != nil {
 		return Setup{}, err

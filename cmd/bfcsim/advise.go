@@ -27,6 +27,10 @@ limit, and print the line that sets them:
            (export PYTORCH_CUDA_ALLOC_CONF=...)
   bfc      allow_growth, garbage_collection
            (export TF_FORCE_GPU_ALLOW_GROWTH=... TF_ENABLE_GPU_GARBAGE_COLLECTION=...)
+  bfc, a JAX capture: allow_growth, with the smallest memory limit
+           (export XLA_PYTHON_CLIENT_PREALLOCATE=false
+           XLA_PYTHON_CLIENT_MEM_FRACTION=..., the fraction of the GPU given
+           with --device-memory)
 
 It starts from the recorded settings (a PyTorch snapshot's own; --set fixes
 a setting so that it is not searched) and changes one setting at a time,
@@ -40,7 +44,8 @@ It advises only settings that bfcsim models as PyTorch 2.11 and TensorFlow
 do (docs/allocators.md).`,
 		Example: `  bfcsim advise snapshot.pickle
   bfcsim advise snapshot.pickle --set pytorch.expandable_segments=false   # keep it off
-  bfcsim advise traces/transformer-train.jsonl -a bfc -f json`,
+  bfcsim advise traces/transformer-train.jsonl -a bfc -f json
+  bfcsim advise jax.xplane.pb --device-memory 85017493504   # JAX on an H100 80GB`,
 		Args: exactlyOneTrace,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.replay.allocatorsGiven = cmd.Flags().Changed("allocators")
@@ -67,7 +72,7 @@ func runAdvise(cmd *cobra.Command, e *env, o *adviseOptions, path string) error 
 			return fmt.Errorf("advise has no settings to try for %s; it advises pytorch and bfc", name)
 		}
 	}
-	s, err := openSearch(cmd, e, &o.replay, path, !o.strict, o.jobs)
+	s, err := openSearch(cmd, e, &o.replay, path, !o.strict, o.jobs, o.gpuBytes)
 	if err != nil {
 		return err
 	}
@@ -82,7 +87,7 @@ func runAdvise(cmd *cobra.Command, e *env, o *adviseOptions, path string) error 
 	if err != nil {
 		return err
 	}
-	rep := report.NewAdvise(s.name, path, s.tr.Capacity(), adv)
+	rep := report.NewAdvise(s.name, path, s.tr.Capacity(), adv, o.gpuBytes)
 	if o.out != "" {
 		if err := writeFileAtomic(o.out, func(w io.Writer) error { return report.RenderAdvise(w, rep, "json") }); err != nil {
 			return err

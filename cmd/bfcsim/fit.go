@@ -25,6 +25,10 @@ type searchFlags struct {
 	jobs   int
 	format string
 	out    string
+	// gpu is --device-memory: the GPU to write a JAX capture's memory
+	// fraction for.
+	gpu      string
+	gpuBytes uint64
 }
 
 // add registers the flags on cmd: the replay flags, less those a search
@@ -36,6 +40,7 @@ func (o *searchFlags) add(cmd *cobra.Command) {
 	f.IntVarP(&o.jobs, "jobs", "j", 0, "replays to run at once (default: the number of CPUs)")
 	f.StringVarP(&o.format, "format", "f", "table", "output format: "+strings.Join(report.FitFormats, ", "))
 	f.StringVarP(&o.out, "out", "o", "", "also write the JSON report to this `FILE`")
+	f.StringVar(&o.gpu, "device-memory", "", "a JAX capture: the total memory of the GPU to run on, as the CUDA driver gives it (bytes_limit ÷ the fraction in jax's memory_stats(), or torch.cuda.mem_get_info()[1]), to write XLA_PYTHON_CLIENT_MEM_FRACTION for (`SIZE`)")
 	_ = cmd.RegisterFlagCompletionFunc("format", fixedCompletion(report.FitFormats...))
 	hideFlags(cmd, "touch", "check", "latency-sample", "stop-on-oom")
 }
@@ -51,6 +56,12 @@ func (o *searchFlags) check(cmd string, path string) error {
 	}
 	if path == "-" {
 		return fmt.Errorf("%s reads the trace onto a temporary tape and replays it many times: give a file, or save standard input to one", cmd)
+	}
+	if o.gpu != "" {
+		var err error
+		if o.gpuBytes, err = allocators.ParseSize(o.gpu); err != nil || o.gpuBytes == 0 {
+			return fmt.Errorf("--device-memory %q: want a size such as 85017493504 or 79.18GiB", o.gpu)
+		}
 	}
 	return checkOutputs([]string{path}, "", o.out)
 }
@@ -83,7 +94,13 @@ pytorch is the allocator searched unless -a says otherwise. A failed
 allocation that the program frees before it allocates anything else is taken
 as a library's workspace that it does without (PyTorch's cuDNN convolutions
 catch the error and pick an algorithm that needs less); --strict counts it
-as a failure.
+as a failure. A JAX capture counts every failure: XLA is not known to go on
+after one.
+
+A JAX capture (from jax.profiler.trace) is searched with bfc as XLA set it
+up (preallocating or growing, as the capture shows); the answer is XLA's
+memory limit, and with --device-memory the XLA_PYTHON_CLIENT_MEM_FRACTION
+that gives it on that GPU.
 
 How: the trace is read once, replayed without a limit (its peak of live bytes
 bounds the answer from below, its peak of reserved bytes from above), then
@@ -94,7 +111,8 @@ one, which caching allocators need not do; every capacity tried is in -f json.`,
 		Example: `  bfcsim fit snapshot.pickle                       # PyTorch: the smallest memory limit, and the GPUs it fits
   bfcsim fit snapshot.pickle --max 24GiB           # exit 1 if it no longer fits a 24 GiB GPU
   bfcsim fit snapshot.pickle --set pytorch.expandable_segments=true
-  bfcsim fit traces/transformer-train.jsonl -a bfc,naive -f json`,
+  bfcsim fit traces/transformer-train.jsonl -a bfc,naive -f json
+  bfcsim fit jax.xplane.pb --device-memory 85017493504   # JAX: the fraction for an H100 80GB`,
 		Args: exactlyOneTrace,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.replay.allocatorsGiven = cmd.Flags().Changed("allocators")
@@ -132,7 +150,7 @@ func runFit(cmd *cobra.Command, e *env, o *fitOptions, path string) error {
 	if err := o.check("fit", path); err != nil {
 		return err
 	}
-	s, err := openSearch(cmd, e, &o.replay, path, !o.strict, o.jobs)
+	s, err := openSearch(cmd, e, &o.replay, path, !o.strict, o.jobs, o.gpuBytes)
 	if err != nil {
 		return err
 	}
@@ -142,7 +160,7 @@ func runFit(cmd *cobra.Command, e *env, o *fitOptions, path string) error {
 	if err != nil {
 		return err
 	}
-	rep := report.NewFit(s.name, path, s.tr, results)
+	rep := report.NewFit(s.name, path, s.tr, results, o.gpuBytes)
 	rep.MaxBytes = maxBytes
 	if o.out != "" {
 		if err := writeFileAtomic(o.out, func(w io.Writer) error { return report.RenderFit(w, rep, "json") }); err != nil {
@@ -177,7 +195,7 @@ func (s *searchRun) finish() {
 // openSearch reads the trace at path for a search (fit, advise): the
 // allocators and options as replay takes them, pytorch alone for a PyTorch
 // recording unless -a is given.
-func openSearch(cmd *cobra.Command, e *env, o *replayOptions, path string, tolerate bool, jobs int) (*searchRun, error) {
+func openSearch(cmd *cobra.Command, e *env, o *replayOptions, path string, tolerate bool, jobs int, gpu uint64) (*searchRun, error) {
 	t, err := openTrace(cmd.Context(), e, path, input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator})
 	if err != nil {
 		return nil, err
@@ -186,6 +204,11 @@ func openSearch(cmd *cobra.Command, e *env, o *replayOptions, path string, toler
 	setup, err := sim.SetupOf(t.Header())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if setup.Source == search.JAXSource {
+		// XLA is not known to catch a failed allocation and go on with
+		// less, as PyTorch's cuDNN convolutions do: count every one.
+		tolerate = false
 	}
 	if !o.allocatorsGiven && setup.Recorded.Allocator != "" {
 		// A recording: the allocator that made it.
@@ -225,6 +248,9 @@ func openSearch(cmd *cobra.Command, e *env, o *replayOptions, path string, toler
 	s.tr = tr
 	if !o.quiet {
 		printConversionNote(e.stderr, t)
+	}
+	if gpu > 0 && !tr.IsJAX() {
+		fmt.Fprintf(e.stderr, "bfcsim: warning: --device-memory is for JAX captures (XLA_PYTHON_CLIENT_MEM_FRACTION is a fraction of it); %s is not one, and it changes nothing\n", path)
 	}
 	return s, nil
 }

@@ -518,8 +518,10 @@ func tensorflowResult(st tensorflow.Stats) importResult {
 			how = fmt.Sprintf("grew its pool by %d regions as it needed them (%s), at the addresses its chunks show", st.Regions, grow)
 		case tensorflow.LayoutPreallocate:
 			how = "reserved its whole pool at the start (" + whole + "), as its chunks' addresses show"
-		default:
+		case tensorflow.LayoutEither:
 			how = "kept within the first region a growing pool reserves, so its addresses cannot tell whether it grew; taken as preallocated (" + whole + ")"
+		default:
+			how = "is taken as preallocated (" + whole + "), its default: the capture's addresses cannot show whether it grew"
 		}
 		res.notes = append(res.notes, who+" "+how+"; bfc starts from "+settingsText(*st.Settings))
 	}

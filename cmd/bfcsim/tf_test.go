@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -301,4 +304,63 @@ func TestJAXGrowthWhatIfMatchesTheDevice(t *testing.T) {
 	r := rep.Traces[0].Results[0]
 	assert.Equal(t, uint64(708_957_952), r.PeakInUse)
 	assert.Equal(t, uint64(1_109_393_408), r.PeakReserved)
+}
+
+// fit and advise on a JAX capture answer in XLA's terms: the memory limit
+// as XLA_PYTHON_CLIENT_MEM_FRACTION of the GPU given, preallocating or
+// not; every failed allocation counts (XLA has no fallback for one).
+func TestJAXFitAndAdvise(t *testing.T) {
+	const capture = bundled + "h100/jax-prealloc.xplane.pb.gz"
+	const h100 = "85017493504"
+	code, out, stderr := cli(t, "", "fit", capture, "-q", "--device-memory", h100, "-f", "json")
+	require.Equal(t, 0, code, stderr)
+	var fit struct {
+		Source  string `json:"source"`
+		Results []struct {
+			Allocator       string `json:"allocator"`
+			Min             uint64 `json:"min_capacity_bytes"`
+			Env             string `json:"env"`
+			ScratchFailures int64  `json:"scratch_failures"`
+		} `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &fit))
+	assert.Equal(t, "jax-profiler", fit.Source)
+	require.Len(t, fit.Results, 1)
+	r := fit.Results[0]
+	assert.Equal(t, "bfc", r.Allocator)
+	assert.Zero(t, r.ScratchFailures)
+	frac, ok := strings.CutPrefix(r.Env, "export XLA_PYTHON_CLIENT_MEM_FRACTION=")
+	require.True(t, ok, r.Env)
+	v, err := strconv.ParseFloat(frac, 64)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, uint64(v*85017493504), r.Min, "the fraction gives XLA the limit")
+
+	code, out, stderr = cli(t, "", "fit", capture, "-q")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "bfc: XLA's memory limit (XLA_PYTHON_CLIENT_MEM_FRACTION of the GPU's memory); as recorded allow_growth=false")
+	assert.Contains(t, out, "bytes ÷ the GPU's total memory: --device-memory SIZE writes it")
+
+	code, out, stderr = cli(t, "", "advise", capture, "-q", "--device-memory", h100, "-f", "json")
+	require.Equal(t, 0, code, stderr)
+	var adv struct {
+		Best struct {
+			Env      string            `json:"env"`
+			Settings map[string]string `json:"settings"`
+		} `json:"best"`
+		Candidates []struct {
+			Env      string            `json:"env"`
+			Settings map[string]string `json:"settings"`
+		} `json:"candidates"`
+		Notes []string `json:"notes"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &adv))
+	assert.Contains(t, adv.Best.Env, "XLA_PYTHON_CLIENT_MEM_FRACTION=")
+	require.Len(t, adv.Candidates, 2, "XLA's one switch, preallocation, both ways")
+	for _, c := range adv.Candidates {
+		assert.Equal(t, []string{"allow_growth"}, slices.Collect(maps.Keys(c.Settings)))
+		assert.Equal(t, c.Settings["allow_growth"] == "true", strings.Contains(c.Env, "XLA_PYTHON_CLIENT_PREALLOCATE=false"), c.Env)
+	}
+	assert.True(t, slices.ContainsFunc(adv.Notes, func(n string) bool {
+		return strings.HasPrefix(n, "growing it needs") || strings.HasPrefix(n, "preallocating (JAX's default) it needs")
+	}), "%q", adv.Notes)
 }

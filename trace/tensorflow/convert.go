@@ -194,9 +194,11 @@ func pickAllocator(evs []memEvent, opt Options, st *Stats) (string, error) {
 //     reserves its memory limit whole unless allow_growth
 //     (TF_FORCE_GPU_ALLOW_GROWTH=true) makes it grow.
 //
-// Nil for another allocator (a TPU's, a host's) or an unknown layout.
+// A capture whose addresses cannot show the layout (it starts mid-run)
+// gets the framework's default, preallocation. Nil for another allocator
+// (a TPU's, a host's).
 func recordedSettings(st *Stats) *trace.RecordedSettings {
-	if !isDeviceBFC(st.Allocator) || st.Layout == "" {
+	if !isDeviceBFC(st.Allocator) {
 		return nil
 	}
 	growth := strconv.FormatBool(st.Layout == LayoutGrowth)
