@@ -500,7 +500,8 @@ func (b *BFC) RecordedRegions() (followed, missed int64) { return b.followed, b.
 // where the space puts it.
 func (b *BFC) reserve(bytes uint64, rec bfcRecordedRegion) (uint64, error) {
 	if rec.ok && rec.size == bytes && b.placer != nil {
-		if b.placer.ReserveAt(rec.addr, bytes) == nil {
+		if lo, hi := b.space.Bounds(); rec.addr >= lo && rec.addr <= hi && bytes <= hi-rec.addr &&
+			b.placer.ReserveAt(rec.addr, bytes) == nil {
 			b.followed++
 			return rec.addr, nil
 		}

@@ -124,3 +124,37 @@ func TestCheckpointSnapshot(t *testing.T) {
 		require.Equal(t, want, b.CheckpointSnapshot(), "round %d", round)
 	}
 }
+
+// A region the recording reserved (RecordedReserve, before the allocation
+// that made the pool grow) is put at its address when bfc grows by a
+// region of that size; another size, or an address outside the space, is
+// placed by the space as usual, and the notice lasts one allocation.
+func TestBFCRecordedRegions(t *testing.T) {
+	const mib = 1 << 20
+	sp := NewVirtualSpace(1<<30, CostModel{}, Paged)
+	b := NewBFC(sp, BFCConfig{AllowGrowth: true})
+	at := uint64(VirtualBase + 64<<30)
+
+	b.RecordedReserve(at, 2*mib, 0)
+	blk, err := b.Allocate(mib, 0)
+	require.NoError(t, err)
+	assert.Equal(t, at, blk.Addr, "the first region, 2 MiB, where the recording had it")
+
+	b.RecordedReserve(at-100*mib, 8*mib, 0) // bfc grows by 4 MiB next: not this one
+	blk, err = b.Allocate(3*mib, 0)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(VirtualBase), blk.Addr, "a region of another size is the space's to place")
+
+	blk, err = b.Allocate(7*mib, 0) // the notice did not carry over
+	require.NoError(t, err)
+	assert.Equal(t, uint64(VirtualBase+4*mib), blk.Addr)
+
+	b.RecordedReserve(1<<62, 16*mib, 0) // outside the space
+	blk, err = b.Allocate(16*mib, 0)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(VirtualBase+12*mib), blk.Addr)
+	followed, missed := b.RecordedRegions()
+	assert.Equal(t, int64(1), followed)
+	assert.Equal(t, int64(1), missed)
+	assert.Zero(t, sp.Stats().FailedReserves, "a region that could not be placed is no failed device call")
+}

@@ -107,6 +107,25 @@ func oomNotes(tr *Trace) []string {
 	return notes
 }
 
+// recordedFramework names, for bfc replaying a JAX or TensorFlow capture,
+// the allocator it stands in for: " (XLA's BFC allocator, JAX 0.11.2)".
+func recordedFramework(tr *Trace, allocator string) string {
+	if tr.Header == nil || allocator != "bfc" {
+		return ""
+	}
+	switch tr.Header.Source {
+	case "jax-profiler":
+		var v string
+		if json.Unmarshal(tr.Header.Meta["jax_version"], &v) == nil && v != "" {
+			return " (XLA's BFC allocator, JAX " + v + ")"
+		}
+		return " (XLA's BFC allocator, JAX)"
+	case "tensorflow-profiler":
+		return " (TensorFlow's BFC allocator)"
+	}
+	return ""
+}
+
 // recordingNotes say, for a trace recorded from a real program, which
 // options each allocator took from the recording and how much of the
 // recording the allocator that models the recorded one reproduced:
@@ -121,8 +140,8 @@ func recordingNotes(tr *Trace) []string {
 			for k, key := range r.OptionsFromRecording {
 				kv[k] = fmt.Sprintf("%s=%v", key, r.Options[key])
 			}
-			notes = append(notes, fmt.Sprintf("%s: as recorded, %s (--set %s.KEY=VALUE for a what-if)",
-				r.Allocator, strings.Join(kv, " "), r.Allocator))
+			notes = append(notes, fmt.Sprintf("%s: as recorded%s, %s (--set %s.KEY=VALUE for a what-if)",
+				r.Allocator, recordedFramework(tr, r.Allocator), strings.Join(kv, " "), r.Allocator))
 		}
 		if len(r.OptionsFromRecording) == 0 && r.Allocator != recordedAllocator(tr) {
 			continue // not the recorded allocator: its addresses are its own
