@@ -371,6 +371,12 @@ func writeEvents(all []memEvent, file string, w *trace.Writer, opt Options, st *
 		meta["recorded_peak_in_use_bytes"] = strconv.FormatUint(st.RecordedPeakInUseBytes, 10)
 		meta["recorded_end_in_use_bytes"] = strconv.FormatUint(st.RecordedEndInUseBytes, 10)
 	}
+	if st.Layout != "" {
+		// How the pool was laid out, and the regions the reserve events
+		// carry, for reports.
+		meta["pool_layout"] = strconv.Quote(st.Layout)
+		meta["pool_regions"] = strconv.Itoa(st.Regions)
+	}
 	source := "tensorflow-profiler"
 	if st.JAXVersion != "" {
 		source = "jax-profiler"
