@@ -218,6 +218,20 @@ func Replay(ctx context.Context, src Source, cfg Config) ([]Result, error) {
 		})
 	}
 
+	// If the producer panics (a source that does), the allocators stop
+	// before their spaces are closed, so that a real device's memory is
+	// never given back under an allocator still using it.
+	producing := true
+	defer func() {
+		if producing {
+			cancel(errors.New("the replay stopped"))
+			for _, ch := range chans {
+				close(ch)
+			}
+			wg.Wait()
+		}
+	}()
+
 	// The producer runs here, on the caller's goroutine. A probe reads no
 	// further once every allocator has stopped: its answer is known, and
 	// the trace was checked when it was first read.
@@ -255,6 +269,7 @@ func Replay(ctx context.Context, src Source, cfg Config) ([]Result, error) {
 			ch <- b
 		}
 	}
+	producing = false
 	for _, ch := range chans {
 		close(ch)
 	}
