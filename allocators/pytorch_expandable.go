@@ -259,7 +259,7 @@ func (p *PyTorch) reservePages(addr, n, page uint64) bool {
 	if n/page > ptMaxPagesPerMap {
 		// More pages than any device holds: one reservation, not a loop
 		// that a crafted trace could make last for hours.
-		if err := p.placer.ReserveAt(addr, n); err != nil {
+		if err := p.placer.MapAt(addr, n); err != nil {
 			if !p.overCapacity(n) {
 				p.placerBroken = true
 			}
@@ -270,7 +270,7 @@ func (p *PyTorch) reservePages(addr, n, page uint64) bool {
 	}
 	for off := uint64(0); off < n; off += page {
 		size := min(page, n-off)
-		if err := p.placer.ReserveAt(addr+off, size); err != nil {
+		if err := p.placer.MapAt(addr+off, size); err != nil {
 			if !p.overCapacity(size) {
 				p.placerBroken = true
 			}

@@ -2,7 +2,12 @@ package allocators
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/bfcsim/bfcsim/allocators/cudadrv"
 )
 
 // Space is a device address space that allocators reserve memory from: the
@@ -46,9 +51,19 @@ type Placer interface {
 	// Granule(); addr must be a multiple of Granule(). It returns
 	// ErrOutOfMemory, and changes nothing but the call counters, if any of
 	// the range is reserved or outside the space, or the capacity would be
-	// exceeded.
+	// exceeded. It stands for one cudaMalloc that returned addr.
 	ReserveAt(addr, n uint64) error
+	// MapAt is ReserveAt for pages an allocator maps into an address
+	// range of its own (PyTorch's expandable segments: cuMemCreate,
+	// cuMemMap and cuMemSetAccess), priced per page; their Release is
+	// cuMemUnmap and cuMemRelease. A real device maps whole pages of its
+	// granularity (MapPageBytes).
+	MapAt(addr, n uint64) error
 }
+
+// MapPageBytes is the page a device maps (CUDA's allocation granularity,
+// 2 MiB): the unit of the per-page costs.
+const MapPageBytes = 2 << 20
 
 // Toucher is a Space backed by real memory, whose pages can be written.
 type Toucher interface {
@@ -65,38 +80,57 @@ type SpaceStats struct {
 	FailedReserves    int64         // Reserve calls that failed
 	ReleaseCalls      int64         // successful Release calls
 	ModeledTime       time.Duration // device time the cost model charges for the calls
+	// MeasuredTime is the device time the calls took, on a space that
+	// makes real device calls (--space cuda); Measured says it does.
+	MeasuredTime time.Duration
+	Measured     bool
+	// Calls, CallP50 and CallP99 are the device calls made and the
+	// median and 99th percentile of their times (measured spaces only).
+	Calls            int64
+	CallP50, CallP99 time.Duration
+	// Device names the GPU of a measured space.
+	Device string
 }
 
 // CostModel prices device calls. cudaMalloc and cudaFree are slow, and
 // cudaFree synchronizes the device; the point of a caching allocator is to
-// avoid them. The defaults are assumptions of the right order of magnitude,
-// not measurements of any particular GPU: a fixed cost per call plus a cost
-// proportional to the bytes mapped or unmapped. Override them with
-// --set space.reserve_cost=..., and so on.
+// avoid them. The defaults are an NVIDIA H100's (docs/allocators.md#device-cost-model):
+// a fixed cost per call plus a cost per GiB for whole segments, and a cost
+// per 2 MiB page for pages an allocator maps itself. Override them with
+// --set space.reserve_cost=..., and so on, or measure a GPU's with
+// bfcsim calibrate.
 type CostModel struct {
 	ReserveFixed  time.Duration // per Reserve call, failed calls included
 	ReservePerGiB time.Duration // per GiB reserved
 	ReleaseFixed  time.Duration // per Release call
 	ReleasePerGiB time.Duration // per GiB released
+	// MapPerPage and UnmapPerPage price each page of MapPageBytes an
+	// allocator maps (MapAt) and gives back.
+	MapPerPage   time.Duration
+	UnmapPerPage time.Duration
 }
 
-// DefaultCostModel returns the documented default costs.
+// DefaultCostModel returns the default costs: an NVIDIA H100 80GB's.
 func DefaultCostModel() CostModel {
 	return CostModel{
-		ReserveFixed:  10 * time.Microsecond,
-		ReservePerGiB: 500 * time.Microsecond,
-		ReleaseFixed:  20 * time.Microsecond,
-		ReleasePerGiB: 250 * time.Microsecond,
+		ReserveFixed:  52 * time.Microsecond,
+		ReservePerGiB: 130 * time.Microsecond,
+		ReleaseFixed:  42 * time.Microsecond,
+		ReleasePerGiB: 637 * time.Microsecond,
+		MapPerPage:    66 * time.Microsecond,
+		UnmapPerPage:  43500 * time.Nanosecond,
 	}
 }
 
 // spaceOptions are the --set space.* keys.
 var spaceOptions = []Option{
 	{Key: "placement", Default: "paged", Help: "paged: pages are mapped into a large virtual range, so only the capacity limits, as on a GPU (CUDA's virtual memory); first-fit: the device is one contiguous range and can fragment, as a heap of fixed size (--space host is always first-fit)"},
-	{Key: "reserve_cost", Default: "10us", Help: "modeled time of one device reservation (cudaMalloc), failed ones included"},
-	{Key: "reserve_cost_per_gib", Default: "500us", Help: "modeled time per GiB reserved"},
-	{Key: "release_cost", Default: "20us", Help: "modeled time of one device release (cudaFree, which synchronizes)"},
-	{Key: "release_cost_per_gib", Default: "250us", Help: "modeled time per GiB released"},
+	{Key: "reserve_cost", Default: "52us", Help: "modeled time of one device reservation (cudaMalloc), failed ones included; the default is an H100's"},
+	{Key: "reserve_cost_per_gib", Default: "130us", Help: "modeled time per GiB reserved"},
+	{Key: "release_cost", Default: "42us", Help: "modeled time of one device release (cudaFree, which synchronizes)"},
+	{Key: "release_cost_per_gib", Default: "637us", Help: "modeled time per GiB released"},
+	{Key: "map_cost_per_page", Default: "66us", Help: "modeled time per 2 MiB page an allocator maps itself (cuMemCreate + cuMemMap + cuMemSetAccess: PyTorch's expandable segments)"},
+	{Key: "unmap_cost_per_page", Default: "43.5us", Help: "modeled time per 2 MiB page unmapped (cuMemUnmap + cuMemRelease)"},
 }
 
 // SpaceOptions lists the space.* options, for help and documentation.
@@ -106,15 +140,34 @@ func SpaceOptions() []Option { return spaceOptions }
 // so that every address, base included, fits in 64 bits.
 const MaxCapacity = 1 << 62
 
-// SpaceKinds are the values of --space.
-var SpaceKinds = []string{"virtual", "host"}
+// SpaceKinds are the values of --space (cuda also as cuda:N, GPU N).
+var SpaceKinds = []string{"virtual", "host", "cuda"}
 
 // SpaceConfig describes the spaces a replay creates, one per allocator.
 type SpaceConfig struct {
-	Kind     string  // "virtual" or "host"
+	Kind     string  // "virtual", "host" or "cuda"
 	Capacity uint64  // bytes
-	Touch    bool    // host only: fault in every page of every allocation
+	Touch    bool    // host and cuda: write every page of every allocation
 	Options  Options // space.* settings
+	// Device is the GPU of a cuda space; OpenDriver opens it (nil:
+	// cudadrv.Open), for tests with a fake driver.
+	Device     int
+	OpenDriver func(int) (cudadrv.Driver, error)
+}
+
+// ParseSpace reads a --space value: virtual, host, cuda or cuda:N.
+func ParseSpace(v string) (kind string, device int, err error) {
+	if rest, ok := strings.CutPrefix(v, "cuda:"); ok {
+		n, err := strconv.Atoi(rest)
+		if err != nil || n < 0 {
+			return "", 0, fmt.Errorf("--space %s: want cuda:N, N a GPU's number (0, 1, ...)", v)
+		}
+		return "cuda", n, nil
+	}
+	if !slices.Contains(SpaceKinds, v) {
+		return "", 0, fmt.Errorf("unknown space %q (want virtual, host, cuda or cuda:N)", v)
+	}
+	return v, 0, nil
 }
 
 // Validate checks the configuration without creating a space, and returns
@@ -129,8 +182,8 @@ func (c SpaceConfig) parse() (spaceParams, map[string]any, error) {
 	if err != nil {
 		return spaceParams{}, nil, err
 	}
-	if c.Kind == "host" {
-		s.preset("placement", "first-fit") // the kernel places mappings
+	if c.Kind != "virtual" {
+		s.preset("placement", "first-fit") // the kernel or the driver places mappings
 	}
 	placement := FirstFit
 	if s.Choice("placement", "first-fit", "paged") == "paged" {
@@ -141,20 +194,22 @@ func (c SpaceConfig) parse() (spaceParams, map[string]any, error) {
 		ReservePerGiB: s.Duration("reserve_cost_per_gib"),
 		ReleaseFixed:  s.Duration("release_cost"),
 		ReleasePerGiB: s.Duration("release_cost_per_gib"),
+		MapPerPage:    s.Duration("map_cost_per_page"),
+		UnmapPerPage:  s.Duration("unmap_cost_per_page"),
 	}
 	if err := s.Err(); err != nil {
 		return spaceParams{}, nil, err
 	}
 	switch c.Kind {
-	case "virtual", "host":
+	case "virtual", "host", "cuda":
 	default:
-		return spaceParams{}, nil, fmt.Errorf("unknown space %q (want virtual or host)", c.Kind)
+		return spaceParams{}, nil, fmt.Errorf("unknown space %q (want virtual, host or cuda)", c.Kind)
 	}
-	if c.Touch && c.Kind != "host" {
-		return spaceParams{}, nil, fmt.Errorf("%w: --touch needs --space host", ErrBadOption)
+	if c.Touch && c.Kind == "virtual" {
+		return spaceParams{}, nil, fmt.Errorf("%w: --touch needs --space host or cuda", ErrBadOption)
 	}
 	if placement == Paged && c.Kind != "virtual" {
-		return spaceParams{}, nil, fmt.Errorf("%w: space.placement=paged applies to --space virtual (the host's kernel places mappings itself)", ErrBadOption)
+		return spaceParams{}, nil, fmt.Errorf("%w: space.placement=paged applies to --space virtual (the host's kernel and a GPU's driver place mappings themselves)", ErrBadOption)
 	}
 	if c.Capacity == 0 {
 		return spaceParams{}, nil, fmt.Errorf("%w: capacity must be > 0", ErrBadOption)
@@ -176,8 +231,11 @@ func NewSpace(c SpaceConfig) (Space, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.Kind == "host" {
+	switch c.Kind {
+	case "host":
 		return NewHostSpace(c.Capacity, p.cost)
+	case "cuda":
+		return NewCudaSpace(c.Device, c.Capacity, p.cost, c.OpenDriver)
 	}
 	return NewVirtualSpace(c.Capacity, p.cost, p.placement), nil
 }
@@ -207,9 +265,29 @@ func (a *accounting) failed() {
 }
 
 func (a *accounting) released(n uint64) {
+	a.releasedMapped(n, 0)
+}
+
+// mapped is a successful MapAt of n bytes: a reservation, priced per page.
+func (a *accounting) mapped(n uint64) {
+	a.stats.ReserveCalls++
+	a.stats.ReservedBytes += n
+	a.stats.PeakReservedBytes = max(a.stats.PeakReservedBytes, a.stats.ReservedBytes)
+	a.stats.ModeledTime += time.Duration(pages(n)) * a.cost.MapPerPage
+}
+
+// releasedMapped is a Release of n bytes, of which mapped were mapped
+// pages (MapAt): those are priced per page, the rest as segments.
+func (a *accounting) releasedMapped(n, mapped uint64) {
 	a.stats.ReleaseCalls++
 	a.stats.ReservedBytes -= n
-	a.charge(a.cost.ReleaseFixed, a.cost.ReleasePerGiB, n)
+	if n > mapped || mapped == 0 {
+		a.charge(a.cost.ReleaseFixed, a.cost.ReleasePerGiB, n-mapped)
+	}
+	a.stats.ModeledTime += time.Duration(pages(mapped)) * a.cost.UnmapPerPage
 }
+
+// pages counts the device pages of n mapped bytes.
+func pages(n uint64) uint64 { return (n + MapPageBytes - 1) / MapPageBytes }
 
 func alignUp(x, a uint64) uint64 { return (x + a - 1) &^ (a - 1) }

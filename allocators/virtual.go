@@ -136,14 +136,32 @@ func (s *VirtualSpace) FindFree(n uint64) (uint64, bool) {
 
 // ReserveAt reserves [addr, addr+n rounded up to 256) if all of it is free.
 func (s *VirtualSpace) ReserveAt(addr, n uint64) error {
+	return s.reserveAt(addr, n, false)
+}
+
+// MapAt is ReserveAt for mapped pages, priced per page.
+func (s *VirtualSpace) MapAt(addr, n uint64) error {
+	return s.reserveAt(addr, n, true)
+}
+
+// reservationMapped marks, in the reservation table, a reservation made
+// by MapAt (sizes are multiples of 256, so the low bit is free).
+const reservationMapped = 1
+
+func (s *VirtualSpace) reserveAt(addr, n uint64, mapped bool) error {
 	size := alignUp(n, VirtualGranule)
 	if n == 0 || size < n || addr%VirtualGranule != 0 ||
 		(s.paged && s.acct.stats.ReservedBytes+size > s.capacity) || !s.free.Take(addr, size) {
 		s.acct.failed()
 		return ErrOutOfMemory
 	}
-	s.reservations.put(addr-s.base, size)
-	s.acct.reserved(size)
+	if mapped {
+		s.reservations.put(addr-s.base, size|reservationMapped)
+		s.acct.mapped(size)
+	} else {
+		s.reservations.put(addr-s.base, size)
+		s.acct.reserved(size)
+	}
 	return nil
 }
 
@@ -158,18 +176,24 @@ func (s *VirtualSpace) Release(addr, n uint64) error {
 		if sz == 0 {
 			break
 		}
-		cur += sz
+		cur += sz &^ reservationMapped
 	}
 	if n == 0 || cur != end {
 		return fmt.Errorf("%w: release of [%#x, +%d), which is not a run of whole reservations", ErrNotLive, addr, n)
 	}
+	var mapped uint64
 	for cur = addr; cur < end; {
-		cur += s.reservations.remove(cur - s.base)
+		sz := s.reservations.remove(cur - s.base)
+		if sz&reservationMapped != 0 {
+			sz &^= reservationMapped
+			mapped += sz
+		}
+		cur += sz
 	}
 	if err := s.free.Add(addr, size); err != nil {
 		panic(fmt.Sprintf("virtual space: reserved range [%#x, +%d) is also free: %v", addr, size, err))
 	}
-	s.acct.released(size)
+	s.acct.releasedMapped(size, mapped)
 	return nil
 }
 

@@ -62,7 +62,7 @@ var columns = []column{
 	{"DEVICE CALLS", func(r *Result) string {
 		return strconv.FormatInt(r.DeviceReserveCalls+r.DeviceReleaseCalls, 10)
 	}, ""},
-	{"DEVICE TIME", func(r *Result) string { return Seconds(r.ModeledDeviceSeconds) }, ""},
+	{"DEVICE TIME", deviceTime, ""},
 	{"ALLOC P50", func(r *Result) string { return Nanos(float64(r.LatencyNs.Alloc.P50)) }, ""},
 	{"ALLOC P99", func(r *Result) string { return Nanos(float64(r.LatencyNs.Alloc.P99)) }, ""},
 	{"EVENTS/S", func(r *Result) string { return Rate(r.EventsPerSecond) }, ""},
@@ -89,9 +89,18 @@ func traceSummary(tr *Trace) string {
 	return s
 }
 
-// oomNotes lists the allocators that failed allocations.
+// oomNotes lists the allocators that failed allocations, and what a real
+// GPU's calls took.
 func oomNotes(tr *Trace) []string {
 	var notes []string
+	for i := range tr.Results {
+		r := &tr.Results[i]
+		if m := r.MeasuredDevice; m != nil && m.Calls > 0 {
+			notes = append(notes, fmt.Sprintf("%s: on %s, %s took %s (one: median %s, 99th percentile %s); the cost model says %s",
+				r.Allocator, m.Device, plural(m.Calls, "device call"), Seconds(m.Seconds),
+				Seconds(float64(m.CallP50Ns)/1e9), Seconds(float64(m.CallP99Ns)/1e9), Seconds(r.ModeledDeviceSeconds)))
+		}
+	}
 	for i := range tr.Results {
 		r := &tr.Results[i]
 		if r.FirstOOMEvent == nil {
@@ -443,4 +452,13 @@ func WriteCSV(w io.Writer, rep Report) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// deviceTime is the device time of a result: the model's, or on a real GPU
+// what its calls took, with the model's beside it.
+func deviceTime(r *Result) string {
+	if m := r.MeasuredDevice; m != nil {
+		return Seconds(m.Seconds) + " (model " + Seconds(r.ModeledDeviceSeconds) + ")"
+	}
+	return Seconds(r.ModeledDeviceSeconds)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/bfcsim/bfcsim/allocators"
 	"github.com/bfcsim/bfcsim/allocators/bfcdump"
 	"github.com/bfcsim/bfcsim/sim"
 	"github.com/bfcsim/bfcsim/trace"
@@ -75,19 +76,22 @@ type Result struct {
 	// FootprintVsLowerBound is PeakReservedBytes over the trace's lower
 	// bound (its peak live bytes): 1 is the best any allocator can do. It
 	// is 0 when nothing was ever live.
-	FootprintVsLowerBound    float64   `json:"footprint_vs_lower_bound"`
-	PeakInUseBytes           uint64    `json:"peak_in_use_bytes"`
-	PeakLiveBytes            uint64    `json:"peak_live_bytes"`
-	FinalReservedBytes       uint64    `json:"final_reserved_bytes"`
-	Fragmentation            float64   `json:"fragmentation"`
-	Utilization              float64   `json:"utilization"`
-	InternalWasteAtPeakBytes uint64    `json:"internal_waste_at_peak_bytes"`
-	TFFragmentation          MaxMean   `json:"tf_fragmentation"`
-	DeviceReserveCalls       int64     `json:"device_reserve_calls"`
-	DeviceReleaseCalls       int64     `json:"device_release_calls"`
-	FailedDeviceReserves     int64     `json:"failed_device_reserves"`
-	ModeledDeviceSeconds     float64   `json:"modeled_device_seconds"`
-	LatencyNs                Latencies `json:"latency_ns"`
+	FootprintVsLowerBound    float64 `json:"footprint_vs_lower_bound"`
+	PeakInUseBytes           uint64  `json:"peak_in_use_bytes"`
+	PeakLiveBytes            uint64  `json:"peak_live_bytes"`
+	FinalReservedBytes       uint64  `json:"final_reserved_bytes"`
+	Fragmentation            float64 `json:"fragmentation"`
+	Utilization              float64 `json:"utilization"`
+	InternalWasteAtPeakBytes uint64  `json:"internal_waste_at_peak_bytes"`
+	TFFragmentation          MaxMean `json:"tf_fragmentation"`
+	DeviceReserveCalls       int64   `json:"device_reserve_calls"`
+	DeviceReleaseCalls       int64   `json:"device_release_calls"`
+	FailedDeviceReserves     int64   `json:"failed_device_reserves"`
+	ModeledDeviceSeconds     float64 `json:"modeled_device_seconds"`
+	// MeasuredDevice is the device time the calls took on a real GPU
+	// (--space cuda); absent on a simulated device.
+	MeasuredDevice *MeasuredDevice `json:"measured_device,omitempty"`
+	LatencyNs      Latencies       `json:"latency_ns"`
 	// LatencySampleEvery says latency_ns comes from one call in this many.
 	LatencySampleEvery   int           `json:"latency_sample_every"`
 	ReplaySeconds        float64       `json:"replay_seconds"`
@@ -307,6 +311,7 @@ func buildResult(r *sim.Result, lowerBound uint64) Result {
 		DeviceReleaseCalls:       r.Space.ReleaseCalls,
 		FailedDeviceReserves:     r.Space.FailedReserves,
 		ModeledDeviceSeconds:     r.Space.ModeledTime.Seconds(),
+		MeasuredDevice:           measuredDevice(r.Space),
 		LatencyNs:                Latencies{Alloc: latency(r.AllocLatency), Free: latency(r.FreeLatency)},
 		LatencySampleEvery:       r.LatencySampleEvery,
 		ReplaySeconds:            r.ReplaySeconds,
@@ -396,4 +401,22 @@ func cleanFileName(s string) string {
 		}
 		return '_'
 	}, s)
+}
+
+// MeasuredDevice is what a real GPU's calls took (--space cuda): their
+// total time, their count, and the median and 99th percentile of one.
+type MeasuredDevice struct {
+	Device    string  `json:"device,omitempty"`
+	Seconds   float64 `json:"seconds"`
+	Calls     int64   `json:"calls"`
+	CallP50Ns int64   `json:"call_p50_ns"`
+	CallP99Ns int64   `json:"call_p99_ns"`
+}
+
+func measuredDevice(s allocators.SpaceStats) *MeasuredDevice {
+	if !s.Measured {
+		return nil
+	}
+	return &MeasuredDevice{Device: s.Device, Seconds: s.MeasuredTime.Seconds(), Calls: s.Calls,
+		CallP50Ns: s.CallP50.Nanoseconds(), CallP99Ns: s.CallP99.Nanoseconds()}
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/bfcsim/bfcsim/allocators"
 )
@@ -32,6 +33,11 @@ type checker struct {
 
 func newChecker(name string, sp allocators.Space) *checker {
 	base, lim := sp.Bounds()
+	if _, ok := sp.(*allocators.CudaSpace); ok {
+		// A GPU's cuMemAlloc puts segments wherever the driver does; only
+		// mapped pages lie in the space's range.
+		base, lim = 0, math.MaxUint64
+	}
 	return &checker{
 		name: name, base: base, lim: lim, granule: sp.Granule(), capacity: sp.Capacity(),
 		reserved: newIntervalSet(), live: newIntervalSet(),
@@ -148,11 +154,20 @@ func (s checkedSpace) Reserve(n uint64) (uint64, error) {
 // ReserveAt places a reservation where the allocator asks, if the real
 // space can (allocators.Placer).
 func (s checkedSpace) ReserveAt(addr, n uint64) error {
+	return s.place(addr, n, allocators.Placer.ReserveAt)
+}
+
+// MapAt maps pages where the allocator asks, if the real space can.
+func (s checkedSpace) MapAt(addr, n uint64) error {
+	return s.place(addr, n, allocators.Placer.MapAt)
+}
+
+func (s checkedSpace) place(addr, n uint64, how func(allocators.Placer, uint64, uint64) error) error {
 	p, ok := s.Space.(allocators.Placer)
 	if !ok {
 		return fmt.Errorf("%w: this space cannot place a reservation at a chosen address", allocators.ErrOutOfMemory)
 	}
-	if err := p.ReserveAt(addr, n); err != nil {
+	if err := how(p, addr, n); err != nil {
 		return err
 	}
 	s.c.onReserve(addr, n)

@@ -113,6 +113,14 @@ func (s *logSpace) ReserveAt(addr, n uint64) error {
 	return err
 }
 
+func (s *logSpace) MapAt(addr, n uint64) error {
+	err := s.Space.(allocators.Placer).MapAt(addr, n)
+	if err == nil {
+		s.log = append(s.log, trace.Event{Op: trace.OpReserve, Addr: addr, Size: n})
+	}
+	return err
+}
+
 func (s *logSpace) Release(addr, n uint64) error {
 	err := s.Space.Release(addr, n)
 	if err == nil {

@@ -722,11 +722,19 @@ func (s recordingSpace) Reserve(n uint64) (uint64, error) {
 }
 
 func (s recordingSpace) ReserveAt(addr, n uint64) error {
+	return s.place(addr, n, allocators.Placer.ReserveAt)
+}
+
+func (s recordingSpace) MapAt(addr, n uint64) error {
+	return s.place(addr, n, allocators.Placer.MapAt)
+}
+
+func (s recordingSpace) place(addr, n uint64, how func(allocators.Placer, uint64, uint64) error) error {
 	p, ok := s.Space.(allocators.Placer)
 	if !ok {
 		return fmt.Errorf("%w: this space cannot place a reservation at a chosen address", allocators.ErrOutOfMemory)
 	}
-	if err := p.ReserveAt(addr, n); err != nil {
+	if err := how(p, addr, n); err != nil {
 		return err
 	}
 	s.rec.reserve(addr, n)

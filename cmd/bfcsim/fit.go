@@ -219,6 +219,9 @@ func openSearch(cmd *cobra.Command, e *env, o *replayOptions, path string, toler
 	if err != nil {
 		return nil, err
 	}
+	if o.spaceKind == "cuda" {
+		return nil, fmt.Errorf("--space cuda: %s runs many replays at once, which would share the GPU's memory; replay one allocator at a time on a GPU instead", cmd.Name())
+	}
 	if jobs == 0 {
 		jobs = runtime.NumCPU()
 	}
@@ -229,7 +232,7 @@ func openSearch(cmd *cobra.Command, e *env, o *replayOptions, path string, toler
 			progressbar.OptionThrottle(progressTick), progressbar.OptionClearOnFinish())
 	}
 	opt := search.Options{
-		Space:           allocators.SpaceConfig{Kind: o.space, Capacity: p.capacity, Options: p.spaceOpts},
+		Space:           allocators.SpaceConfig{Kind: o.spaceKind, Capacity: p.capacity, Options: p.spaceOpts},
 		Workers:         jobs,
 		TolerateScratch: tolerate,
 		Progress: func(search.Probe) {

@@ -294,7 +294,7 @@ func TestReplayStdinAndOptions(t *testing.T) {
 	r := tr["results"].([]any)[0].(map[string]any)
 	assert.Equal(t, "bfc", r["options"].(map[string]any)["base"])
 	assert.Equal(t, 1.0, r["device_reserve_calls"])
-	assert.InDelta(t, 0.001+0.0005, r["modeled_device_seconds"], 1e-9, "1ms per call plus 500us per GiB")
+	assert.InDelta(t, 0.001+0.000130, r["modeled_device_seconds"], 1e-9, "1ms per call plus 130us per GiB")
 }
 
 func TestReplayHostSpace(t *testing.T) {
@@ -392,7 +392,7 @@ func TestVersion(t *testing.T) {
 func TestHelpListsAllocatorOptions(t *testing.T) {
 	code, out, _ := cli(t, "", "replay", "--help")
 	assert.Equal(t, 0, code)
-	for _, s := range []string{"bfc.allow_growth=true", "arena.reset=empty", "aligned.line=128", "space.reserve_cost=10us", "--events-out"} {
+	for _, s := range []string{"bfc.allow_growth=true", "arena.reset=empty", "aligned.line=128", "space.reserve_cost=52us", "space.map_cost_per_page=66us", "--events-out"} {
 		assert.Contains(t, out, s)
 	}
 	code, out, _ = cli(t, "", "completion", "bash")

@@ -23,10 +23,17 @@ import (
 )
 
 type replayOptions struct {
-	allocators  []string
-	capacity    string
-	space       string
-	touch       bool
+	allocators []string
+	capacity   string
+	space      string
+	touch      bool
+	// spaceKind and device are --space read: virtual, host or cuda, and
+	// the GPU of cuda:N (plan sets them).
+	spaceKind string
+	device    int
+	// costs is --costs: a calibration whose space options price the
+	// device calls, under any --set space.KEY=VALUE.
+	costs       string
 	sets        []string
 	format      string
 	out         string
@@ -105,9 +112,10 @@ func (o *replayOptions) addFlags(cmd *cobra.Command, multi bool) {
 		f.StringSliceVarP(&o.allocators, "allocators", "a", allocators.DefaultNames, "comma-separated allocators to replay against")
 	}
 	f.StringVar(&o.capacity, "capacity", "", "device capacity, e.g. 80GiB or 16GB (default: the trace header's, else 80GiB)")
-	f.StringVar(&o.space, "space", "virtual", "address space: virtual (simulated device) or host (real mmap'd memory)")
-	f.BoolVar(&o.touch, "touch", false, "with --space host, write every page of each allocation as it is made")
+	f.StringVar(&o.space, "space", "virtual", "address space: virtual (simulated device), host (real mmap'd memory) or cuda[:N] (GPU N's memory, real device calls, timed)")
+	f.BoolVar(&o.touch, "touch", false, "with --space host or cuda, write every page of each allocation as it is made")
 	f.StringArrayVar(&o.sets, "set", nil, "allocator or space option NAME.KEY=VALUE, repeatable (e.g. bfc.allow_growth=false)")
+	f.StringVar(&o.costs, "costs", "", "price device calls as the GPU 'bfcsim calibrate' measured and wrote to this `FILE` (--set space.KEY=VALUE still wins)")
 	f.BoolVar(&o.skipInvalid, "skip-invalid", false, "count and skip invalid events instead of stopping at the first")
 	f.StringVar(&o.tfAllocator, "allocator", "", "a TensorFlow profiler capture's allocator to replay, e.g. GPU_0_bfc (needed when it has several)")
 	f.BoolVar(&o.stopOnOOM, "stop-on-oom", false, "stop each allocator's replay at its first failed allocation")
@@ -200,6 +208,17 @@ func (o *replayOptions) plan(paths []string) (*replayPlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.costs != "" {
+		costs, err := readCosts(o.costs)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range costs {
+			if _, set := spaceOpts[k]; !set {
+				spaceOpts[k] = v
+			}
+		}
+	}
 	p := &replayPlan{spaceOpts: spaceOpts}
 	if o.capacity != "" {
 		if p.capacity, err = allocators.ParseSize(o.capacity); err != nil {
@@ -215,12 +234,20 @@ func (o *replayOptions) plan(paths []string) (*replayPlan, error) {
 	if o.latencySample < 1 {
 		return nil, fmt.Errorf("--latency-sample %d: want 1 (every call) or more", o.latencySample)
 	}
-	if o.touch && o.space != "host" {
-		return nil, fmt.Errorf("--touch needs --space host")
+	if o.spaceKind, o.device, err = allocators.ParseSpace(o.space); err != nil {
+		return nil, err
+	}
+	if o.touch && o.spaceKind == "virtual" {
+		return nil, fmt.Errorf("--touch needs --space host or cuda")
 	}
 	// Check the space before reading any trace; the capacity is known per trace.
-	if _, err := (allocators.SpaceConfig{Kind: o.space, Capacity: 1, Options: spaceOpts}).Validate(); err != nil {
+	if _, err := (allocators.SpaceConfig{Kind: o.spaceKind, Capacity: 1, Options: spaceOpts}).Validate(); err != nil {
 		return nil, err
+	}
+	if o.spaceKind == "cuda" {
+		if err := checkCUDA(o); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkStdinOnce(paths); err != nil {
 		return nil, err
@@ -292,9 +319,10 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 	capacity = setup.Capacity(capacity)
 	cfg := sim.Config{
 		Allocators: specs,
-		Space:      allocators.SpaceConfig{Kind: o.space, Capacity: capacity, Touch: o.touch, Options: spaceOpts},
-		StopOnOOM:  o.stopOnOOM,
-		Check:      o.check,
+		Space: allocators.SpaceConfig{Kind: o.spaceKind, Device: o.device, Capacity: capacity, Touch: o.touch,
+			Options: spaceOpts, OpenDriver: openCUDA},
+		StopOnOOM: o.stopOnOOM,
+		Check:     o.check,
 		// -o DIR holds a MemoryDump of each bfc pool at its peak.
 		PeakSnapshots: o.out != "",
 		Record:        o.record,

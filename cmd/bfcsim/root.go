@@ -88,6 +88,7 @@ Exit codes: 0 success, 1 a comparison failed, 2 bad usage or bad input.`,
 		newPlotCmd(e),
 		newImportCmd(e),
 		newRecordCmd(e),
+		newCalibrateCmd(e),
 		newVersionCmd(),
 	)
 	end := addProfileFlag(root)

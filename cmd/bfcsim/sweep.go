@@ -154,6 +154,9 @@ func runSweep(cmd *cobra.Command, e *env, o *sweepOptions, paths []string) error
 // the shard, every option value of every grid point, and that each trace
 // can be opened.
 func (o *sweepOptions) plan(paths []string) (*sweepPlan, error) {
+	if strings.HasPrefix(o.replay.space, "cuda") {
+		return nil, fmt.Errorf("--space %s: sweep runs many replays at once, which would share the GPU's memory; replay one allocator at a time on a GPU instead", o.replay.space)
+	}
 	for _, path := range paths {
 		if path == "-" {
 			return nil, fmt.Errorf("sweep reads each trace once per grid point, and - (standard input) can be read only once; save it to a file")
