@@ -1,6 +1,7 @@
 package allocators
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -160,4 +161,38 @@ func TestParseSpace(t *testing.T) {
 		_, _, err := ParseSpace(bad)
 		assert.Error(t, err, bad)
 	}
+}
+
+// failingAccess is a fake GPU whose cuMemSetAccess fails.
+type failingAccess struct{ *cudadrv.Fake }
+
+func (f failingAccess) SetAccess(ptr, size uint64) error {
+	_ = f.Fake.SetAccess(ptr, size)
+	return fmt.Errorf("cuMemSetAccess(%#x, %d): CUDA_ERROR_INVALID_VALUE", ptr, size)
+}
+
+// A page whose access cannot be set is unmapped and released again, and
+// the allocator sees an out-of-memory; a GPU whose address range cannot be
+// reserved is closed again.
+func TestCudaSpaceFailurePaths(t *testing.T) {
+	f := cudadrv.NewFake("Fake GPU", 8<<30)
+	s, err := NewCudaSpace(0, 1<<30, CostModel{}, func(int) (cudadrv.Driver, error) { return failingAccess{f}, nil })
+	require.NoError(t, err)
+	addr, _ := s.FindFree(2 * mib)
+	n := len(f.Calls)
+	require.ErrorIs(t, s.MapAt(addr, 2*mib), ErrOutOfMemory)
+	assert.Equal(t, []string{"cuMemGetInfo", "cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease"}, names(f, n))
+	require.NoError(t, s.Close())
+	everythingBack(t, f)
+
+	f = cudadrv.NewFake("Fake GPU", 8<<30)
+	f.FailAt = 1 // the address range
+	_, err = NewCudaSpace(2, 1<<30, CostModel{}, func(int) (cudadrv.Driver, error) { return f, nil })
+	require.ErrorIs(t, err, cudadrv.ErrOutOfMemory)
+	assert.Contains(t, err.Error(), "--space cuda:2 (Fake GPU): reserving")
+	assert.Equal(t, "cuDevicePrimaryCtxRelease", f.Calls[len(f.Calls)-1].Name, "closed again")
+	everythingBack(t, f)
+
+	_, err = NewCudaSpace(0, 1<<30, CostModel{}, func(int) (cudadrv.Driver, error) { return nil, cudadrv.ErrNoDriver })
+	require.ErrorIs(t, err, cudadrv.ErrNoDriver)
 }
