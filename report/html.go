@@ -312,6 +312,16 @@ var htmlMetrics = slices.Concat([]htmlMetric{
 			return Seconds(r.ModeledDeviceSeconds), strconv.FormatFloat(r.ModeledDeviceSeconds, 'g', -1, 64) + " s",
 				r.ModeledDeviceSeconds, true
 		}},
+	{label: "Measured device time", key: "measured_device.seconds", better: -1,
+		only: func(r *Result) bool { return r.MeasuredDevice != nil },
+		value: func(r *Result) (string, string, float64, bool) {
+			m := r.MeasuredDevice
+			if m == nil {
+				return "n/a", "", 0, false
+			}
+			return Seconds(m.Seconds), fmt.Sprintf("%s device calls on %s; one: median %s, 99th percentile %s",
+				Count(m.Calls), m.Device, Seconds(float64(m.CallP50Ns)/1e9), Seconds(float64(m.CallP99Ns)/1e9)), m.Seconds, true
+		}},
 	{label: "Recorded addresses matched", key: "recorded_address_match", better: +1,
 		only: func(r *Result) bool { return r.RecordedAddressMatch != nil },
 		value: func(r *Result) (string, string, float64, bool) {

@@ -132,6 +132,13 @@ func TestReplayOnFakeGPU(t *testing.T) {
 	assert.Contains(t, out, "(model ")
 	assert.Contains(t, out, "bfc: on Fake H100, ")
 	assert.Contains(t, out, "device calls took")
+
+	dir := t.TempDir()
+	code, _, stderr = cli(t, "", "replay", bundled+"transformer-train.jsonl", "--space", "cuda", "-a", "naive", "-q", "-o", dir)
+	require.Equal(t, 0, code, stderr)
+	page, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	require.NoError(t, err)
+	assert.Contains(t, string(page), "Measured device time")
 	g.clean(t)
 }
 
