@@ -284,23 +284,23 @@ func (b *BFC) Allocate(size, align uint64) (Block, error) {
 		return Block{}, fmt.Errorf("allocating 0 bytes")
 	}
 	b.failed = nil
+	rec := b.recorded
+	b.recorded.ok = false
 	rounded := bfcRoundedBytes(size)
 	if rounded < size {
 		b.failed = &bfcdump.Request{Bytes: size, Rounded: size}
 		return Block{}, ErrOutOfMemory
 	}
-	rec := b.recorded
-	b.recorded.ok = false
 	bin := BinNumForSize(rounded)
 	if h := b.findChunk(bin, rounded, size); h != noChunk {
 		return b.block(h), nil
 	}
-	if b.extend(rounded, rec) {
+	if b.extend(rounded, &rec) {
 		if h := b.findChunk(bin, rounded, size); h != noChunk {
 			return b.block(h), nil
 		}
 	}
-	if b.deallocateFreeRegions(rounded) && b.extend(rounded, rec) {
+	if b.deallocateFreeRegions(rounded) && b.extend(rounded, &rec) {
 		if h := b.findChunk(bin, rounded, size); h != noChunk {
 			return b.block(h), nil
 		}
@@ -498,8 +498,9 @@ func (b *BFC) RecordedRegions() (followed, missed int64) { return b.followed, b.
 // reserve reserves bytes for a region: where the recorded pool had its
 // region when it is of that size and the space can place it there, else
 // where the space puts it.
-func (b *BFC) reserve(bytes uint64, rec bfcRecordedRegion) (uint64, error) {
+func (b *BFC) reserve(bytes uint64, rec *bfcRecordedRegion) (uint64, error) {
 	if rec.ok && rec.size == bytes && b.placer != nil {
+		rec.ok = false // tried once, placed or not
 		if lo, hi := b.space.Bounds(); rec.addr >= lo && rec.addr <= hi && bytes <= hi-rec.addr &&
 			b.placer.ReserveAt(rec.addr, bytes) == nil {
 			b.followed++
@@ -512,7 +513,7 @@ func (b *BFC) reserve(bytes uint64, rec bfcRecordedRegion) (uint64, error) {
 
 // extend grows the pool by one region able to hold rounded bytes (TF's
 // Extend); rec is the region the recording reserved here, if any.
-func (b *BFC) extend(rounded uint64, rec bfcRecordedRegion) bool {
+func (b *BFC) extend(rounded uint64, rec *bfcRecordedRegion) bool {
 	var available uint64
 	if b.poolBytes < b.memoryLimit {
 		available = (b.memoryLimit - b.poolBytes) &^ (bfcMinAllocationSize - 1)

@@ -165,11 +165,12 @@ func (s *CudaSpace) ReserveAt(addr, n uint64) error {
 	return fmt.Errorf("%w: a GPU's cuMemAlloc cannot be asked for an address", ErrOutOfMemory)
 }
 
-// MapAt maps n bytes, whole pages of the driver's granularity, at addr in
-// the space's range: cuMemCreate, cuMemMap, cuMemSetAccess.
+// MapAt maps n bytes, whole pages of the driver's granularity (n a
+// multiple of it), at addr in the space's range: cuMemCreate, cuMemMap,
+// cuMemSetAccess. A part of a page is refused, as the driver refuses it.
 func (s *CudaSpace) MapAt(addr, n uint64) error {
-	size := alignUp(n, s.gran)
-	if s.closed || n == 0 || size < n || addr%s.gran != 0 || s.acct.stats.ReservedBytes+size > s.capacity ||
+	size := n
+	if s.closed || n == 0 || n%s.gran != 0 || addr%s.gran != 0 || s.acct.stats.ReservedBytes+size > s.capacity ||
 		!s.deviceHas(size) || !s.free.Take(addr, size) {
 		s.acct.failed()
 		return ErrOutOfMemory

@@ -114,6 +114,7 @@ func TestCudaSpaceMappedPages(t *testing.T) {
 		"cuMemGetInfo", "cuMemCreate", "cuMemMap", "cuMemSetAccess"}, names(f, n))
 	require.ErrorIs(t, s.MapAt(addr, 2*mib), ErrOutOfMemory, "already mapped")
 	require.ErrorIs(t, s.MapAt(addr+mib, 2*mib), ErrOutOfMemory, "not on a page")
+	require.ErrorIs(t, s.MapAt(addr+6*mib, mib), ErrOutOfMemory, "part of a page")
 	require.ErrorIs(t, s.ReserveAt(addr+8*mib, 2*mib), ErrOutOfMemory, "cuMemAlloc takes no address")
 
 	f.FailAt = 2 // the cuMemMap of the next page

@@ -232,7 +232,10 @@ func xlaLine(c search.Candidate, gpu uint64) string {
 	if c.Fit.Fits {
 		limit = c.Fit.MinCapacityBytes
 	}
-	line, _ := search.XLAEnv(c.Settings, limit, gpu)
+	line, ok := search.XLAEnv(c.Settings, limit, gpu)
+	if !ok {
+		return "# it needs " + Bytes(limit) + ", more than the GPU's " + Bytes(gpu) + ": no XLA_PYTHON_CLIENT_MEM_FRACTION gives that"
+	}
 	return line
 }
 

@@ -136,7 +136,9 @@ func NewFit(name, path string, tr *search.Trace, results []search.FitResult, gpu
 			for k, v := range r.Options {
 				settings[k] = fmt.Sprint(v)
 			}
-			out.Env, _ = search.XLAEnv(settings, r.MinCapacityBytes, gpu)
+			if line, ok := search.XLAEnv(settings, r.MinCapacityBytes, gpu); ok {
+				out.Env = line
+			}
 		}
 		for _, g := range GPUSizes {
 			size := g << 30

@@ -37,10 +37,13 @@ func XLAFraction(limit, total uint64) (fraction string, ok bool) {
 	}
 	f := float64(limit) / float64(total)
 	scale := math.Pow(10, float64(2-int(math.Floor(math.Log10(f)))))
-	up := math.Ceil(f*scale) / scale
-	for uint64(float64(total)*up) < limit { // float rounding: one step more
-		up += 1 / scale
+	// From just below, up a step of the third digit at a time, so that
+	// float rounding never skips the smallest that gives the limit.
+	n := math.Floor(f*scale) - 1
+	for uint64(float64(total)*(n/scale)) < limit {
+		n++
 	}
+	up := n / scale
 	if up > 1 {
 		return "", false
 	}

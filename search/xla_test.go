@@ -30,6 +30,9 @@ func TestXLAFraction(t *testing.T) {
 		less := v - step
 		require.Less(t, uint64(float64(total)*less), limit, "%s of %d for %d: %g would do", s, total, limit, less)
 	}
+	f, ok = XLAFraction(7<<20, 100<<20)
+	require.True(t, ok)
+	assert.Equal(t, "0.07", f, "exactly a step: no step more")
 	_, ok = XLAFraction(2<<30, 1<<30)
 	assert.False(t, ok, "more than the GPU has")
 }

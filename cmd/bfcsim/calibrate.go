@@ -204,6 +204,9 @@ func calibratePages(ctx interface{ Err() error }, drv cudadrv.Driver, c *Calibra
 	if err != nil {
 		return err
 	}
+	if gran == 0 || gran&(gran-1) != 0 {
+		return fmt.Errorf("the driver's granularity, %d bytes, is not a power of two", gran)
+	}
 	pages = int(min(uint64(pages), c.FreeBytes/2/gran))
 	if pages == 0 {
 		return fmt.Errorf("%w: not one page of %s free", allocators.ErrOutOfMemory, report.Bytes(gran))

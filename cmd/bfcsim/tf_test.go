@@ -340,6 +340,11 @@ func TestJAXFitAndAdvise(t *testing.T) {
 	assert.Contains(t, out, "bfc: XLA's memory limit (XLA_PYTHON_CLIENT_MEM_FRACTION of the GPU's memory); as recorded allow_growth=false")
 	assert.Contains(t, out, "bytes ÷ the GPU's total memory: --device-memory SIZE writes it")
 
+	code, out, stderr = cli(t, "", "fit", capture, "-q", "--device-memory", "500MiB")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "bfc: needs more than the GPU's 500.00 MiB (--device-memory)")
+	assert.NotContains(t, out, "export XLA_PYTHON_CLIENT")
+
 	code, out, stderr = cli(t, "", "advise", capture, "-q", "--device-memory", h100, "-f", "json")
 	require.Equal(t, 0, code, stderr)
 	var adv struct {
