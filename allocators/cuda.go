@@ -237,11 +237,13 @@ func (s *CudaSpace) Release(addr, n uint64) error {
 		return fmt.Errorf("%w: release of [%#x, +%d), which is not a run of whole reservations", ErrNotLive, addr, n)
 	}
 	var total, mapped uint64
+	var handles int
 	var errs []error
 	for cur = addr; cur < end; {
 		size, err := s.give(cur)
 		if p, ok := s.pages[cur]; ok {
 			mapped += p.size
+			handles++
 			delete(s.pages, cur)
 		} else {
 			delete(s.segs, cur)
@@ -250,7 +252,7 @@ func (s *CudaSpace) Release(addr, n uint64) error {
 		total += size
 		cur += size
 	}
-	s.acct.releasedMapped(total, mapped)
+	s.acct.releasedMapped(total, mapped, handles)
 	return errors.Join(errs...)
 }
 

@@ -53,17 +53,13 @@ type Placer interface {
 	// the range is reserved or outside the space, or the capacity would be
 	// exceeded. It stands for one cudaMalloc that returned addr.
 	ReserveAt(addr, n uint64) error
-	// MapAt is ReserveAt for pages an allocator maps into an address
-	// range of its own (PyTorch's expandable segments: cuMemCreate,
-	// cuMemMap and cuMemSetAccess), priced per page; their Release is
-	// cuMemUnmap and cuMemRelease. A real device maps whole pages of its
-	// granularity (MapPageBytes).
+	// MapAt is ReserveAt for one handle of pages an allocator maps into
+	// an address range of its own (PyTorch's expandable segments:
+	// cuMemCreate, cuMemMap and cuMemSetAccess), priced as a mapping; its
+	// Release is cuMemUnmap and cuMemRelease. A real device maps whole
+	// pages of its granularity (2 MiB).
 	MapAt(addr, n uint64) error
 }
-
-// MapPageBytes is the page a device maps (CUDA's allocation granularity,
-// 2 MiB): the unit of the per-page costs.
-const MapPageBytes = 2 << 20
 
 // Toucher is a Space backed by real memory, whose pages can be written.
 type Toucher interface {
@@ -95,8 +91,8 @@ type SpaceStats struct {
 // CostModel prices device calls. cudaMalloc and cudaFree are slow, and
 // cudaFree synchronizes the device; the point of a caching allocator is to
 // avoid them. The defaults are an NVIDIA H100's (docs/allocators.md#device-cost-model):
-// a fixed cost per call plus a cost per GiB for whole segments, and a cost
-// per 2 MiB page for pages an allocator maps itself. Override them with
+// a fixed cost per call plus a cost per GiB, for whole segments and for
+// handles of pages an allocator maps itself. Override them with
 // --set space.reserve_cost=..., and so on, or measure a GPU's with
 // bfcsim calibrate.
 type CostModel struct {
@@ -104,10 +100,13 @@ type CostModel struct {
 	ReservePerGiB time.Duration // per GiB reserved
 	ReleaseFixed  time.Duration // per Release call
 	ReleasePerGiB time.Duration // per GiB released
-	// MapPerPage and UnmapPerPage price each page of MapPageBytes an
-	// allocator maps (MapAt) and gives back.
-	MapPerPage   time.Duration
-	UnmapPerPage time.Duration
+	// MapFixed and MapPerGiB price one MapAt (cuMemCreate, cuMemMap and
+	// cuMemSetAccess of one handle); UnmapFixed and UnmapPerGiB the
+	// release of one (cuMemUnmap and cuMemRelease).
+	MapFixed    time.Duration
+	MapPerGiB   time.Duration
+	UnmapFixed  time.Duration
+	UnmapPerGiB time.Duration
 }
 
 // DefaultCostModel returns the default costs: an NVIDIA H100 80GB's.
@@ -117,8 +116,10 @@ func DefaultCostModel() CostModel {
 		ReservePerGiB: 130 * time.Microsecond,
 		ReleaseFixed:  42 * time.Microsecond,
 		ReleasePerGiB: 637 * time.Microsecond,
-		MapPerPage:    66 * time.Microsecond,
-		UnmapPerPage:  43500 * time.Nanosecond,
+		MapFixed:      66 * time.Microsecond,
+		MapPerGiB:     274 * time.Microsecond,
+		UnmapFixed:    43500 * time.Nanosecond,
+		UnmapPerGiB:   664 * time.Microsecond,
 	}
 }
 
@@ -129,8 +130,10 @@ var spaceOptions = []Option{
 	{Key: "reserve_cost_per_gib", Default: "130us", Help: "modeled time per GiB reserved"},
 	{Key: "release_cost", Default: "42us", Help: "modeled time of one device release (cudaFree, which synchronizes)"},
 	{Key: "release_cost_per_gib", Default: "637us", Help: "modeled time per GiB released"},
-	{Key: "map_cost_per_page", Default: "66us", Help: "modeled time per 2 MiB page an allocator maps itself (cuMemCreate + cuMemMap + cuMemSetAccess: PyTorch's expandable segments)"},
-	{Key: "unmap_cost_per_page", Default: "43.5us", Help: "modeled time per 2 MiB page unmapped (cuMemUnmap + cuMemRelease)"},
+	{Key: "map_cost", Default: "66us", Help: "modeled time of mapping one handle of pages an allocator maps itself (cuMemCreate + cuMemMap + cuMemSetAccess: PyTorch's expandable segments)"},
+	{Key: "map_cost_per_gib", Default: "274us", Help: "modeled time per GiB mapped"},
+	{Key: "unmap_cost", Default: "43.5us", Help: "modeled time of unmapping one handle (cuMemUnmap + cuMemRelease)"},
+	{Key: "unmap_cost_per_gib", Default: "664us", Help: "modeled time per GiB unmapped"},
 }
 
 // SpaceOptions lists the space.* options, for help and documentation.
@@ -194,8 +197,10 @@ func (c SpaceConfig) parse() (spaceParams, map[string]any, error) {
 		ReservePerGiB: s.Duration("reserve_cost_per_gib"),
 		ReleaseFixed:  s.Duration("release_cost"),
 		ReleasePerGiB: s.Duration("release_cost_per_gib"),
-		MapPerPage:    s.Duration("map_cost_per_page"),
-		UnmapPerPage:  s.Duration("unmap_cost_per_page"),
+		MapFixed:      s.Duration("map_cost"),
+		MapPerGiB:     s.Duration("map_cost_per_gib"),
+		UnmapFixed:    s.Duration("unmap_cost"),
+		UnmapPerGiB:   s.Duration("unmap_cost_per_gib"),
 	}
 	if err := s.Err(); err != nil {
 		return spaceParams{}, nil, err
@@ -265,29 +270,30 @@ func (a *accounting) failed() {
 }
 
 func (a *accounting) released(n uint64) {
-	a.releasedMapped(n, 0)
+	a.releasedMapped(n, 0, 0)
 }
 
-// mapped is a successful MapAt of n bytes: a reservation, priced per page.
+// mapped is a successful MapAt of n bytes: a reservation, priced as
+// mapping one handle.
 func (a *accounting) mapped(n uint64) {
 	a.stats.ReserveCalls++
 	a.stats.ReservedBytes += n
 	a.stats.PeakReservedBytes = max(a.stats.PeakReservedBytes, a.stats.ReservedBytes)
-	a.stats.ModeledTime += time.Duration(pages(n)) * a.cost.MapPerPage
+	a.charge(a.cost.MapFixed, a.cost.MapPerGiB, n)
 }
 
-// releasedMapped is a Release of n bytes, of which mapped were mapped
-// pages (MapAt): those are priced per page, the rest as segments.
-func (a *accounting) releasedMapped(n, mapped uint64) {
+// releasedMapped is a Release of n bytes, of which mapped were in handles
+// mapped with MapAt: those are priced per handle unmapped, the rest as
+// segments.
+func (a *accounting) releasedMapped(n, mapped uint64, handles int) {
 	a.stats.ReleaseCalls++
 	a.stats.ReservedBytes -= n
-	if n > mapped || mapped == 0 {
+	if n > mapped || handles == 0 {
 		a.charge(a.cost.ReleaseFixed, a.cost.ReleasePerGiB, n-mapped)
 	}
-	a.stats.ModeledTime += time.Duration(pages(mapped)) * a.cost.UnmapPerPage
+	if handles > 0 {
+		a.charge(time.Duration(handles)*a.cost.UnmapFixed, a.cost.UnmapPerGiB, mapped)
+	}
 }
-
-// pages counts the device pages of n mapped bytes.
-func pages(n uint64) uint64 { return (n + MapPageBytes - 1) / MapPageBytes }
 
 func alignUp(x, a uint64) uint64 { return (x + a - 1) &^ (a - 1) }

@@ -139,7 +139,7 @@ func (s *VirtualSpace) ReserveAt(addr, n uint64) error {
 	return s.reserveAt(addr, n, false)
 }
 
-// MapAt is ReserveAt for mapped pages, priced per page.
+// MapAt is ReserveAt for a handle of mapped pages, priced as a mapping.
 func (s *VirtualSpace) MapAt(addr, n uint64) error {
 	return s.reserveAt(addr, n, true)
 }
@@ -182,18 +182,20 @@ func (s *VirtualSpace) Release(addr, n uint64) error {
 		return fmt.Errorf("%w: release of [%#x, +%d), which is not a run of whole reservations", ErrNotLive, addr, n)
 	}
 	var mapped uint64
+	var handles int
 	for cur = addr; cur < end; {
 		sz := s.reservations.remove(cur - s.base)
 		if sz&reservationMapped != 0 {
 			sz &^= reservationMapped
 			mapped += sz
+			handles++
 		}
 		cur += sz
 	}
 	if err := s.free.Add(addr, size); err != nil {
 		panic(fmt.Sprintf("virtual space: reserved range [%#x, +%d) is also free: %v", addr, size, err))
 	}
-	s.acct.releasedMapped(size, mapped)
+	s.acct.releasedMapped(size, mapped, handles)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -193,4 +194,35 @@ func TestReservationTableSweepsEmptyPages(t *testing.T) {
 	assert.Equal(t, uint64(VirtualGranule), tb.get(5*n*pageBytes))
 	assert.Zero(t, tb.get(5*n*pageBytes+VirtualGranule))
 	assert.Zero(t, tb.get(5*n*pageBytes+1), "off the granule")
+}
+
+// A handle an allocator maps itself is priced as one mapping and, when
+// given back, one unmapping; a segment as a cudaMalloc and a cudaFree. The
+// defaults are the option defaults.
+func TestVirtualSpaceMappedCosts(t *testing.T) {
+	eff, err := SpaceConfig{Kind: "virtual", Capacity: 1 << 30}.Validate()
+	require.NoError(t, err)
+	c := DefaultCostModel()
+	for k, d := range map[string]time.Duration{"reserve_cost": c.ReserveFixed, "reserve_cost_per_gib": c.ReservePerGiB,
+		"release_cost": c.ReleaseFixed, "release_cost_per_gib": c.ReleasePerGiB, "map_cost": c.MapFixed,
+		"map_cost_per_gib": c.MapPerGiB, "unmap_cost": c.UnmapFixed, "unmap_cost_per_gib": c.UnmapPerGiB} {
+		assert.Equal(t, d.String(), eff[k], k)
+	}
+	s := NewVirtualSpace(1<<30, c, Paged)
+	const page = 20 << 20
+	require.NoError(t, s.MapAt(VirtualBase, page))
+	require.NoError(t, s.MapAt(VirtualBase+page, page))
+	gib := func(per time.Duration, n uint64) time.Duration {
+		return time.Duration(float64(per) * float64(n) / (1 << 30))
+	}
+	mapOne := c.MapFixed + gib(c.MapPerGiB, page)
+	assert.Equal(t, 2*mapOne, s.Stats().ModeledTime)
+	require.NoError(t, s.Release(VirtualBase, 2*page), "two handles in one release")
+	assert.InDelta(t, float64(2*mapOne+2*c.UnmapFixed+gib(c.UnmapPerGiB, 2*page)), float64(s.Stats().ModeledTime), 2)
+	before := s.Stats().ModeledTime
+	addr, err := s.Reserve(page)
+	require.NoError(t, err)
+	require.NoError(t, s.Release(addr, page))
+	assert.InDelta(t, float64(c.ReserveFixed+gib(c.ReservePerGiB, page)+c.ReleaseFixed+gib(c.ReleasePerGiB, page)),
+		float64(s.Stats().ModeledTime-before), 2)
 }

@@ -34,14 +34,15 @@ func newCalibrateCmd(e *env) *cobra.Command {
 		Long: `Time a GPU's memory calls and fit the virtual device's cost model to them:
 cuMemAlloc and cuMemFree (what cudaMalloc and cudaFree call) of each size,
 --repeat times, and the calls that map pages (cuMemCreate, cuMemMap,
-cuMemSetAccess; cuMemUnmap, cuMemRelease) for --pages pages of the
-driver's granularity. It prints what it measured, the model's figure for
+cuMemSetAccess; cuMemUnmap, cuMemRelease) for --pages handles of one page
+of the driver's granularity and an eighth as many of 16 pages. It prints what it measured, the model's figure for
 each size, and the --set space.KEY=VALUE options, and writes them to -o FILE
 (JSON), which 'bfcsim replay --costs FILE' reads.
 
 The model is a fixed cost per call, the median of the smallest size, plus a
 cost per GiB, the slope over the sizes of 1 GiB and more (over all sizes if
-none is that large); mapped pages cost their calls' medians per page.
+none is that large); mapping a handle, the same from the two handle
+sizes.
 
 It is safe on a shared GPU: a size more than half the memory free when it
 starts is skipped, and everything it takes is given back, whatever happens.
@@ -59,7 +60,7 @@ The defaults of the virtual device are an NVIDIA H100's, measured this way
 	f.StringVar(&o.space, "space", "", "the GPU to measure: cuda or cuda:N")
 	f.StringSliceVar(&o.sizes, "sizes", []string{"2MiB", "20MiB", "200MiB", "1GiB", "4GiB", "16GiB"}, "segment sizes to time cuMemAlloc and cuMemFree at")
 	f.IntVar(&o.repeat, "repeat", 10, "calls timed per size (the median is kept)")
-	f.IntVar(&o.pages, "pages", 64, "pages mapped and unmapped to time the virtual-memory calls")
+	f.IntVar(&o.pages, "pages", 64, "handles of one page mapped and unmapped to time the virtual-memory calls (and an eighth as many of 16 pages)")
 	f.StringVarP(&o.out, "out", "o", "bfcsim-costs.json", "write the settings, and what was measured, to this JSON `FILE` ('-' for none)")
 	return cmd
 }
@@ -75,14 +76,28 @@ type Calibration struct {
 	// Space holds the space.* options that price calls as this GPU
 	// does, as --set space.KEY=VALUE takes them.
 	Space map[string]string `json:"space"`
-	// Segments are the medians measured per size; Pages the per-page
-	// medians of the virtual-memory calls, in ns.
+	// Segments are the medians measured per size; Mapped the medians of
+	// the virtual-memory calls per handle size.
 	Segments []CalibratedSize `json:"segments"`
-	Pages    map[string]int64 `json:"pages_ns"`
+	Mapped   []CalibratedMap  `json:"mapped"`
 	// Skipped lists the sizes not measured (more than half the free
 	// memory).
 	Skipped []uint64 `json:"skipped_bytes,omitempty"`
 }
+
+// CalibratedMap is one handle size's median virtual-memory call times, in
+// ns: cuMemCreate, cuMemMap, cuMemSetAccess; cuMemUnmap, cuMemRelease.
+type CalibratedMap struct {
+	Bytes   uint64           `json:"bytes"`
+	Handles int              `json:"handles"`
+	Calls   map[string]int64 `json:"calls_ns"`
+}
+
+// mapNs and unmapNs are what mapping and unmapping one handle took.
+func (m CalibratedMap) mapNs() int64 {
+	return m.Calls["cuMemCreate"] + m.Calls["cuMemMap"] + m.Calls["cuMemSetAccess"]
+}
+func (m CalibratedMap) unmapNs() int64 { return m.Calls["cuMemUnmap"] + m.Calls["cuMemRelease"] }
 
 // CalibratedSize is one size's median call times.
 type CalibratedSize struct {
@@ -153,7 +168,7 @@ func runCalibrate(cmd *cobra.Command, e *env, o *calibrateOptions) error {
 // the GPU it gives back before it returns, an error or a cancellation
 // included.
 func calibrate(ctx interface{ Err() error }, drv cudadrv.Driver, sizes []uint64, repeat, pages int) (c Calibration, err error) {
-	c = Calibration{Version: 1, Device: drv.Name(), Pages: map[string]int64{}}
+	c = Calibration{Version: 1, Device: drv.Name()}
 	if c.FreeBytes, c.TotalBytes, err = drv.MemGetInfo(); err != nil {
 		return c, err
 	}
@@ -197,9 +212,11 @@ func calibrate(ctx interface{ Err() error }, drv cudadrv.Driver, sizes []uint64,
 	return c, nil
 }
 
-// calibratePages times mapping and unmapping pages one at a time in a
-// range reserved for them, as PyTorch's expandable segments do.
-func calibratePages(ctx interface{ Err() error }, drv cudadrv.Driver, c *Calibration, pages int) (err error) {
+// calibratePages times mapping and unmapping handles one at a time in a
+// range reserved for them, as PyTorch's expandable segments map theirs:
+// pages handles of one page (the driver's granularity), then an eighth as
+// many (at least 2) of 16 pages, for the cost per GiB.
+func calibratePages(ctx interface{ Err() error }, drv cudadrv.Driver, c *Calibration, pages int) error {
 	gran, err := drv.Granularity()
 	if err != nil {
 		return err
@@ -207,28 +224,47 @@ func calibratePages(ctx interface{ Err() error }, drv cudadrv.Driver, c *Calibra
 	if gran == 0 || gran&(gran-1) != 0 {
 		return fmt.Errorf("the driver's granularity, %d bytes, is not a power of two", gran)
 	}
-	pages = int(min(uint64(pages), c.FreeBytes/2/gran))
-	if pages == 0 {
-		return fmt.Errorf("%w: not one page of %s free", allocators.ErrOutOfMemory, report.Bytes(gran))
+	for _, h := range []struct {
+		size  uint64
+		count int
+	}{{gran, pages}, {16 * gran, max(pages/8, 2)}} {
+		n := int(min(uint64(h.count), c.FreeBytes/2/h.size))
+		if n == 0 {
+			if h.size == gran {
+				return fmt.Errorf("%w: not one page of %s free", allocators.ErrOutOfMemory, report.Bytes(gran))
+			}
+			continue
+		}
+		m, err := timeHandles(ctx, drv, h.size, n)
+		if err != nil {
+			return err
+		}
+		c.Mapped = append(c.Mapped, m)
 	}
-	span := uint64(pages) * gran
-	base, err := drv.AddressReserve(span, gran, 0)
+	return nil
+}
+
+// timeHandles maps n handles of size bytes one after another in a range
+// reserved for them, then unmaps them, timing each call. Whatever happens,
+// every handle and the range are given back.
+func timeHandles(ctx interface{ Err() error }, drv cudadrv.Driver, size uint64, n int) (m CalibratedMap, err error) {
+	span := uint64(n) * size
+	base, err := drv.AddressReserve(span, size, 0)
 	if err != nil {
-		return err
+		return m, err
 	}
-	type page struct {
+	type handle struct {
 		addr   uint64
-		handle cudadrv.Handle
+		h      cudadrv.Handle
 		mapped bool
 	}
-	var held []page
+	var held []handle
 	defer func() {
-		// Whatever happened, give every page and the range back.
-		for _, p := range held {
-			if p.mapped {
-				err = joinErr(err, drv.Unmap(p.addr, gran))
+		for _, h := range held {
+			if h.mapped {
+				err = joinErr(err, drv.Unmap(h.addr, size))
 			}
-			err = joinErr(err, drv.Release(p.handle))
+			err = joinErr(err, drv.Release(h.h))
 		}
 		err = joinErr(err, drv.AddressFree(base, span))
 	}()
@@ -239,38 +275,39 @@ func calibratePages(ctx interface{ Err() error }, drv cudadrv.Driver, c *Calibra
 		times[name] = append(times[name], time.Since(start))
 		return err
 	}
-	for i := range pages {
+	for i := range n {
 		if err := ctx.Err(); err != nil {
-			return err
+			return m, err
 		}
-		p := page{addr: base + uint64(i)*gran}
-		if err := timed("cuMemCreate", func() (err error) { p.handle, err = drv.Create(gran); return }); err != nil {
-			return err
+		h := handle{addr: base + uint64(i)*size}
+		if err := timed("cuMemCreate", func() (err error) { h.h, err = drv.Create(size); return }); err != nil {
+			return m, err
 		}
-		held = append(held, p)
-		if err := timed("cuMemMap", func() error { return drv.Map(p.addr, gran, p.handle) }); err != nil {
-			return err
+		held = append(held, h)
+		if err := timed("cuMemMap", func() error { return drv.Map(h.addr, size, h.h) }); err != nil {
+			return m, err
 		}
 		held[len(held)-1].mapped = true
-		if err := timed("cuMemSetAccess", func() error { return drv.SetAccess(p.addr, gran) }); err != nil {
-			return err
+		if err := timed("cuMemSetAccess", func() error { return drv.SetAccess(h.addr, size) }); err != nil {
+			return m, err
 		}
 	}
 	for len(held) > 0 {
-		p := held[len(held)-1]
-		if err := timed("cuMemUnmap", func() error { return drv.Unmap(p.addr, gran) }); err != nil {
-			return err
+		h := held[len(held)-1]
+		if err := timed("cuMemUnmap", func() error { return drv.Unmap(h.addr, size) }); err != nil {
+			return m, err
 		}
 		held[len(held)-1].mapped = false
-		if err := timed("cuMemRelease", func() error { return drv.Release(p.handle) }); err != nil {
-			return err
+		if err := timed("cuMemRelease", func() error { return drv.Release(h.h) }); err != nil {
+			return m, err
 		}
 		held = held[:len(held)-1]
 	}
+	m = CalibratedMap{Bytes: size, Handles: n, Calls: map[string]int64{}}
 	for name, ts := range times {
-		c.Pages[name] = median(ts).Nanoseconds()
+		m.Calls[name] = median(ts).Nanoseconds()
 	}
-	return nil
+	return m, nil
 }
 
 func joinErr(err, more error) error {
@@ -316,13 +353,29 @@ func fitCosts(c Calibration) map[string]string {
 		"reserve_cost_per_gib": d(int64(slope(fa, func(s CalibratedSize) int64 { return s.AllocNs }))),
 		"release_cost":         d(ff),
 		"release_cost_per_gib": d(int64(slope(ff, func(s CalibratedSize) int64 { return s.FreeNs }))),
-		"map_cost_per_page":    d(c.Pages["cuMemCreate"] + c.Pages["cuMemMap"] + c.Pages["cuMemSetAccess"]),
-		"unmap_cost_per_page":  d(c.Pages["cuMemUnmap"] + c.Pages["cuMemRelease"]),
+		"map_cost":             d(c.Mapped[0].mapNs()),
+		"map_cost_per_gib":     d(mapSlope(c.Mapped, CalibratedMap.mapNs)),
+		"unmap_cost":           d(c.Mapped[0].unmapNs()),
+		"unmap_cost_per_gib":   d(mapSlope(c.Mapped, CalibratedMap.unmapNs)),
 	}
 }
 
+// mapSlope is the cost per GiB of a handle between the smallest and the
+// largest size timed (0 with one size, or when larger is not dearer).
+func mapSlope(ms []CalibratedMap, ns func(CalibratedMap) int64) int64 {
+	if len(ms) < 2 {
+		return 0
+	}
+	lo, hi := ms[0], ms[len(ms)-1]
+	d := ns(hi) - ns(lo)
+	if d <= 0 || hi.Bytes <= lo.Bytes {
+		return 0
+	}
+	return int64(float64(d) / (float64(hi.Bytes-lo.Bytes) / (1 << 30)))
+}
+
 // costKeys are the space options a calibration sets, in the order shown.
-var costKeys = []string{"reserve_cost", "reserve_cost_per_gib", "release_cost", "release_cost_per_gib", "map_cost_per_page", "unmap_cost_per_page"}
+var costKeys = []string{"reserve_cost", "reserve_cost_per_gib", "release_cost", "release_cost_per_gib", "map_cost", "map_cost_per_gib", "unmap_cost", "unmap_cost_per_gib"}
 
 // writeCalibration prints what was measured, the model's figure beside it,
 // and the options.
@@ -349,11 +402,17 @@ func writeCalibration(w io.Writer, c Calibration) error {
 	for _, n := range c.Skipped {
 		fmt.Fprintf(w, "  %s skipped: more than half the memory free\n", report.Bytes(n))
 	}
-	var page []string
-	for _, k := range []string{"cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease"} {
-		page = append(page, fmt.Sprintf("%s %s", k, time.Duration(c.Pages[k]).Round(100*time.Nanosecond)))
+	for _, m := range c.Mapped {
+		var calls []string
+		for _, k := range []string{"cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease"} {
+			calls = append(calls, fmt.Sprintf("%s %s", k, time.Duration(m.Calls[k]).Round(100*time.Nanosecond)))
+		}
+		fmt.Fprintf(w, "a handle of %s (%d timed): %s; the model: %s to map, %s to unmap\n", report.Bytes(m.Bytes), m.Handles,
+			strings.Join(calls, ", "),
+			model("map_cost", "map_cost_per_gib", m.Bytes).Round(100*time.Nanosecond),
+			model("unmap_cost", "unmap_cost_per_gib", m.Bytes).Round(100*time.Nanosecond))
 	}
-	fmt.Fprintf(w, "per page mapped: %s\n\n", strings.Join(page, ", "))
+	fmt.Fprintln(w)
 	var sets []string
 	for _, k := range costKeys {
 		sets = append(sets, "--set space."+k+"="+c.Space[k])

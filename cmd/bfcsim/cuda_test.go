@@ -153,19 +153,20 @@ func TestCalibrateOnFakeGPU(t *testing.T) {
 	assert.Contains(t, out, "Fake GPU: 64.00 GiB total, 64.00 GiB free")
 	assert.Contains(t, out, "40.00 GiB skipped: more than half the memory free")
 	assert.Contains(t, out, "--set space.reserve_cost=")
-	assert.Contains(t, out, "--set space.unmap_cost_per_page=")
+	assert.Contains(t, out, "--set space.unmap_cost_per_gib=")
+	assert.Contains(t, out, "a handle of 32.00 MiB (2 timed)")
 	assert.Contains(t, stderr, "bfcsim replay --costs "+path)
 	g.clean(t)
 	calls := g.calls()
 	assert.Equal(t, 3*4, calls["cuMemAlloc"], "a warm-up and 3 timed per size measured")
-	assert.Equal(t, 4, calls["cuMemMap"])
+	assert.Equal(t, 4+2, calls["cuMemMap"], "4 handles of a page, 2 of 16")
 
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	var c Calibration
 	require.NoError(t, json.Unmarshal(data, &c))
 	assert.Len(t, c.Segments, 3)
-	assert.Len(t, c.Space, 6)
+	assert.Len(t, c.Space, 8)
 
 	c.Space["reserve_cost"] = "123us" // as if measured so
 	data, err = json.Marshal(c)

@@ -392,7 +392,7 @@ func TestVersion(t *testing.T) {
 func TestHelpListsAllocatorOptions(t *testing.T) {
 	code, out, _ := cli(t, "", "replay", "--help")
 	assert.Equal(t, 0, code)
-	for _, s := range []string{"bfc.allow_growth=true", "arena.reset=empty", "aligned.line=128", "space.reserve_cost=52us", "space.map_cost_per_page=66us", "--events-out"} {
+	for _, s := range []string{"bfc.allow_growth=true", "arena.reset=empty", "aligned.line=128", "space.reserve_cost=52us", "space.map_cost=66us", "--events-out"} {
 		assert.Contains(t, out, s)
 	}
 	code, out, _ = cli(t, "", "completion", "bash")
