@@ -124,6 +124,11 @@ func TestCaptureLayoutsReplayWithNoFlags(t *testing.T) {
 			"TensorFlow's allocator grew its pool by ", []string{"preset", "allow_growth"}},
 		{"jax growth", tfcapture.Options{BFC: map[string]string{"allow_growth": "true"}, Scatter: true, JAXVersion: "0.11.2"},
 			"XLA's allocator grew its pool by ", []string{"allow_growth"}},
+		// Regions one after another from the device's base: every chunk
+		// also lies within the limit of the first, and the replay each
+		// way decides.
+		{"jax growth, regions one after another", tfcapture.Options{BFC: map[string]string{"allow_growth": "true"}, JAXVersion: "0.11.2"},
+			"XLA's allocator grew its pool by ", []string{"allow_growth"}},
 		{"tensorflow preallocated", tfcapture.Options{BFC: map[string]string{"preset": "tf-gpu"}},
 			"TensorFlow's allocator reserved its whole pool at the start (its memory limit)", []string{"preset"}},
 	} {

@@ -3,6 +3,8 @@ package tensorflow
 import (
 	"slices"
 	"sort"
+
+	"github.com/bfcsim/bfcsim/allocators"
 )
 
 // A region is a range of device memory the recorded BFC allocator reserved
@@ -104,11 +106,75 @@ const (
 // growing pool when its regions explain every chunk and there are at least
 // two of them; a preallocated pool when every chunk lies within the limit
 // of the first; either when a growing pool never needed a second region.
+// When both explain every chunk (regions one after another, as the device
+// may place them, or allocations that happen to tile the growth sizes),
+// the one that puts more allocations at their recorded addresses when
+// bfcsim's BFC replays the capture each way decides; a tie is either.
 func inferLayout(evs []memEvent, limit uint64) (poolLayout, []region) {
-	regs, growth := growthRegions(evs, limit)
-	// A preallocated pool is one region from the first allocation's
-	// address: every chunk lies within the limit above it.
-	prealloc, first, base := true, true, uint64(0)
+	layout, regs := layoutByAddresses(evs, limit)
+	if layout != layoutGrowth || !preallocFits(evs, limit) {
+		return layout, regs
+	}
+	lowest := regs[0].base
+	for _, r := range regs {
+		lowest = min(lowest, r.base)
+	}
+	first := evs[slices.IndexFunc(evs, func(e memEvent) bool { return e.alloc })].addr
+	grown, whole := replayMatches(evs, limit, true, regs, lowest), replayMatches(evs, limit, false, nil, first)
+	switch {
+	case grown > whole:
+		return layoutGrowth, regs
+	case whole > grown:
+		return layoutPreallocate, nil
+	}
+	return layoutEither, regs
+}
+
+// replayMatches replays the capture's allocations and frees through
+// bfcsim's BFC, growing (its regions reserved where regs has them) or
+// preallocated, and counts the allocations it puts at their recorded
+// address, with base moved to the simulated device's.
+func replayMatches(evs []memEvent, limit uint64, growth bool, regs []region, base uint64) int {
+	sp := allocators.NewVirtualSpace(limit, allocators.CostModel{}, allocators.Paged)
+	b := allocators.NewBFC(sp, allocators.BFCConfig{AllowGrowth: growth, MemoryLimit: limit})
+	shift := allocators.VirtualBase - base
+	live := map[uint64]allocators.Block{} // by recorded address
+	matched := 0
+	for i, e := range evs {
+		if len(regs) > 0 && regs[0].event == i {
+			b.RecordedReserve(regs[0].base+shift, regs[0].size, 0)
+			regs = regs[1:]
+		}
+		if !e.alloc {
+			if blk, ok := live[e.addr]; ok {
+				_ = b.Free(blk)
+				delete(live, e.addr)
+			}
+			continue
+		}
+		size := uint64(max(e.requested, 0))
+		if size == 0 {
+			size = uint64(max(e.chunk, 0))
+		}
+		if _, dup := live[e.addr]; dup || size == 0 {
+			continue
+		}
+		blk, err := b.Allocate(size, 0)
+		if err != nil {
+			continue
+		}
+		if blk.Addr == e.addr+shift {
+			matched++
+		}
+		live[e.addr] = blk
+	}
+	return matched
+}
+
+// preallocFits says whether every chunk lies within the limit above the
+// first allocation, as in a pool reserved whole at it.
+func preallocFits(evs []memEvent, limit uint64) bool {
+	first, base := true, uint64(0)
 	for _, e := range evs {
 		if !e.alloc {
 			continue
@@ -118,11 +184,16 @@ func inferLayout(evs []memEvent, limit uint64) (poolLayout, []region) {
 		}
 		end := e.addr + uint64(max(e.chunk, 0))
 		if e.addr < base || end < e.addr || end-base > limit {
-			prealloc = false
-			break
+			return false
 		}
 	}
-	prealloc = prealloc && !first
+	return !first
+}
+
+// layoutByAddresses is inferLayout by the addresses alone.
+func layoutByAddresses(evs []memEvent, limit uint64) (poolLayout, []region) {
+	regs, growth := growthRegions(evs, limit)
+	prealloc := preallocFits(evs, limit)
 	switch {
 	case growth && len(regs) >= 2:
 		return layoutGrowth, regs

@@ -29,6 +29,20 @@ func TestInferLayout(t *testing.T) {
 		// The region after one that needed no doubling is twice as large.
 		{"doubling", []memEvent{allocAt(base, 2*mib), allocAt(base+100*mib, 2*mib), allocAt(base+200*mib, 8*mib)}, layoutGrowth,
 			[]region{{base, 2 * mib, 0}, {base + 100*mib, 4 * mib, 1}, {base + 200*mib, 8 * mib, 2}}},
+		// Back-to-back 4 MiB buffers tile the sizes a growing pool's
+		// regions would have: both layouts put every one where it is, so
+		// the addresses cannot tell.
+		{"tiles either way", func() []memEvent {
+			var evs []memEvent
+			for i := range uint64(8) {
+				evs = append(evs, allocAt(base+i*4*mib, 4*mib))
+			}
+			return evs
+		}(), layoutEither, nil},
+		// Regions one after another, the first's tail left free when the
+		// second was needed: only a growing pool puts the 3 MiB there.
+		{"grew contiguously", []memEvent{allocAt(base, mib), allocAt(base+2*mib, 3*mib), allocAt(base+mib, 512)}, layoutGrowth,
+			[]region{{base, 2 * mib, 0}, {base + 2*mib, 4 * mib, 1}}},
 		// A chunk across the first region's end: one pool, preallocated.
 		{"straddles", []memEvent{allocAt(base, mib), allocAt(base+mib, 3*mib)}, layoutPreallocate, nil},
 		// Below the first allocation and not a growing pool's either.
