@@ -162,12 +162,8 @@ func (s checkedSpace) MapAt(addr, n uint64) error {
 	return s.place(addr, n, allocators.Placer.MapAt)
 }
 
-func (s checkedSpace) place(addr, n uint64, how func(allocators.Placer, uint64, uint64) error) error {
-	p, ok := s.Space.(allocators.Placer)
-	if !ok {
-		return fmt.Errorf("%w: this space cannot place a reservation at a chosen address", allocators.ErrOutOfMemory)
-	}
-	if err := how(p, addr, n); err != nil {
+func (s checkedSpace) place(addr, n uint64, how placeFunc) error {
+	if err := placeIn(s.Space, addr, n, how); err != nil {
 		return err
 	}
 	s.c.onReserve(addr, n)

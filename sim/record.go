@@ -729,16 +729,25 @@ func (s recordingSpace) MapAt(addr, n uint64) error {
 	return s.place(addr, n, allocators.Placer.MapAt)
 }
 
-func (s recordingSpace) place(addr, n uint64, how func(allocators.Placer, uint64, uint64) error) error {
-	p, ok := s.Space.(allocators.Placer)
-	if !ok {
-		return fmt.Errorf("%w: this space cannot place a reservation at a chosen address", allocators.ErrOutOfMemory)
-	}
-	if err := how(p, addr, n); err != nil {
+func (s recordingSpace) place(addr, n uint64, how placeFunc) error {
+	if err := placeIn(s.Space, addr, n, how); err != nil {
 		return err
 	}
 	s.rec.reserve(addr, n)
 	return nil
+}
+
+// placeFunc is allocators.Placer.ReserveAt or MapAt.
+type placeFunc func(allocators.Placer, uint64, uint64) error
+
+// placeIn places [addr, addr+n) in sp with how, if sp can place at all: a
+// wrapping space offers ReserveAt and MapAt whatever it wraps.
+func placeIn(sp allocators.Space, addr, n uint64, how placeFunc) error {
+	p, ok := sp.(allocators.Placer)
+	if !ok {
+		return fmt.Errorf("%w: this space cannot place a reservation at a chosen address", allocators.ErrOutOfMemory)
+	}
+	return how(p, addr, n)
 }
 
 // FindFree says where the space under it would place n bytes, if it can

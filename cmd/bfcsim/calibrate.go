@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -262,11 +263,11 @@ func timeHandles(ctx interface{ Err() error }, drv cudadrv.Driver, size uint64, 
 	defer func() {
 		for _, h := range held {
 			if h.mapped {
-				err = joinErr(err, drv.Unmap(h.addr, size))
+				err = errors.Join(err, drv.Unmap(h.addr, size))
 			}
-			err = joinErr(err, drv.Release(h.h))
+			err = errors.Join(err, drv.Release(h.h))
 		}
-		err = joinErr(err, drv.AddressFree(base, span))
+		err = errors.Join(err, drv.AddressFree(base, span))
 	}()
 	times := map[string][]time.Duration{}
 	timed := func(name string, call func() error) error {
@@ -308,13 +309,6 @@ func timeHandles(ctx interface{ Err() error }, drv cudadrv.Driver, size uint64, 
 		m.Calls[name] = median(ts).Nanoseconds()
 	}
 	return m, nil
-}
-
-func joinErr(err, more error) error {
-	if err == nil {
-		return more
-	}
-	return err
 }
 
 // median of ds (not empty).

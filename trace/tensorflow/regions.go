@@ -111,23 +111,31 @@ const (
 // the one that puts more allocations at their recorded addresses when
 // bfcsim's BFC replays the capture each way decides; a tie is either.
 func inferLayout(evs []memEvent, limit uint64) (poolLayout, []region) {
-	layout, regs := layoutByAddresses(evs, limit)
-	if layout != layoutGrowth || !preallocFits(evs, limit) {
-		return layout, regs
-	}
-	lowest := regs[0].base
-	for _, r := range regs {
-		lowest = min(lowest, r.base)
-	}
-	first := evs[slices.IndexFunc(evs, func(e memEvent) bool { return e.alloc })].addr
-	grown, whole := replayMatches(evs, limit, true, regs, lowest), replayMatches(evs, limit, false, nil, first)
+	regs, growth := growthRegions(evs, limit)
+	prealloc := preallocFits(evs, limit)
 	switch {
-	case grown > whole:
+	case growth && len(regs) >= 2 && prealloc:
+		lowest := regs[0].base
+		for _, r := range regs {
+			lowest = min(lowest, r.base)
+		}
+		first := evs[slices.IndexFunc(evs, func(e memEvent) bool { return e.alloc })].addr
+		grown, whole := replayMatches(evs, limit, true, regs, lowest), replayMatches(evs, limit, false, nil, first)
+		switch {
+		case grown > whole:
+			return layoutGrowth, regs
+		case whole > grown:
+			return layoutPreallocate, nil
+		}
+		return layoutEither, regs
+	case growth && len(regs) >= 2:
 		return layoutGrowth, regs
-	case whole > grown:
+	case growth && prealloc:
+		return layoutEither, regs
+	case prealloc:
 		return layoutPreallocate, nil
 	}
-	return layoutEither, regs
+	return layoutUnknown, nil
 }
 
 // replayMatches replays the capture's allocations and frees through
@@ -188,19 +196,4 @@ func preallocFits(evs []memEvent, limit uint64) bool {
 		}
 	}
 	return !first
-}
-
-// layoutByAddresses is inferLayout by the addresses alone.
-func layoutByAddresses(evs []memEvent, limit uint64) (poolLayout, []region) {
-	regs, growth := growthRegions(evs, limit)
-	prealloc := preallocFits(evs, limit)
-	switch {
-	case growth && len(regs) >= 2:
-		return layoutGrowth, regs
-	case growth && prealloc:
-		return layoutEither, regs
-	case prealloc:
-		return layoutPreallocate, nil
-	}
-	return layoutUnknown, nil
 }
