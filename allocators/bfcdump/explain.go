@@ -206,6 +206,19 @@ func explainLog(s *Snapshot, r *reading) Explanation {
 		}
 		return ""
 	}
+	// fragmentation is the verdict when the figures show room in total
+	// but no chunk: the lines it rests on.
+	fragmentation := func() {
+		cite("bytes_in_use", "bytes in use")
+		cite("memory_limit", "memory limit")
+		cite("pool_bytes", "pool")
+		ex.Verdict = VerdictFragmentation
+		if r.fits == fitNo {
+			ex.RestsOn = append(ex.RestsOn, "no free chunk fits: "+r.fitFrom)
+		} else if largestBound(r) != "" {
+			cite("largest_free_chunk", "largest free chunk")
+		}
+	}
 	ev := s.Log
 	if s.Request == nil {
 		ex.Verdict = VerdictState
@@ -283,15 +296,7 @@ func explainLog(s *Snapshot, r *reading) Explanation {
 		text = append(text, fmt.Sprintf("The pool (%s%s) could still grow by %s under its %s limit, enough for %s, yet the allocation failed: the device refused the new region. Either the memory limit overstates what the device had free (memory held by another process or outside the allocator), or the device's own address space is too fragmented for one region that large.",
 			approx("pool_bytes"), ib(sum.PoolBytes), ib(sum.Unreserved), ib(sum.MemoryLimit), asked))
 	case r.limitKnown && r.inUseKnown && r.poolKnown:
-		cite("bytes_in_use", "bytes in use")
-		cite("memory_limit", "memory limit")
-		cite("pool_bytes", "pool")
-		ex.Verdict = VerdictFragmentation
-		if r.fits == fitNo {
-			ex.RestsOn = append(ex.RestsOn, "no free chunk fits: "+r.fitFrom)
-		} else if largestBound(r) != "" {
-			cite("largest_free_chunk", "largest free chunk")
-		}
+		fragmentation()
 		grow := fmt.Sprintf("the pool can grow by only %s", ib(headroom))
 		free := fmt.Sprintf("%s%s is free (%s%s in the pool, %s not yet reserved)", approx("free_in_pool"), ib(sum.FreeInPool+sum.Unreserved),
 			approx("free_in_pool"), ib(sum.FreeInPool), ib(sum.Unreserved))
@@ -306,15 +311,7 @@ func explainLog(s *Snapshot, r *reading) Explanation {
 		// Only a lower bound of the pool (its chunk lines, the largest free
 		// chunk and the bytes in use): enough to show it could not grow by
 		// the request.
-		cite("bytes_in_use", "bytes in use")
-		cite("memory_limit", "memory limit")
-		cite("pool_bytes", "pool")
-		ex.Verdict = VerdictFragmentation
-		if r.fits == fitNo {
-			ex.RestsOn = append(ex.RestsOn, "no free chunk fits: "+r.fitFrom)
-		} else if largestBound(r) != "" {
-			cite("largest_free_chunk", "largest free chunk")
-		}
+		fragmentation()
 		text = append(text, fmt.Sprintf("%s%s is in use of the %s limit, enough room for %s in total. But the pool holds at least %s (%s), so it can grow by at most %s, and %s: fragmentation, not lack of memory; the request needs one contiguous chunk.",
 			approx("bytes_in_use"), ib(sum.BytesInUse), ib(sum.MemoryLimit), asked, ib(sum.PoolBytes), provenanceText(r.prov["pool_bytes"]),
 			ib(sum.MemoryLimit-min(sum.MemoryLimit, sum.PoolBytes)), noChunkFits(r)))
