@@ -235,19 +235,15 @@ func isHostAllocator(name string) bool {
 	return strings.Contains(n, "host") || strings.Contains(n, "cpu")
 }
 
-// writeEvents writes the trace of one allocator's events.
+// writeEvents writes the trace of one allocator's events. It keeps them in
+// all's own array: the caller's events are not used after.
 func writeEvents(all []memEvent, file string, w *trace.Writer, opt Options, st *Stats) error {
 	name, err := pickAllocator(all, opt, st)
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
 	st.Allocator = name
-	var evs []memEvent
-	for _, e := range all {
-		if e.allocator == name {
-			evs = append(evs, e)
-		}
-	}
+	evs := slices.DeleteFunc(all, func(e memEvent) bool { return e.allocator != name })
 	// The allocator's lock orders its events; their times follow it.
 	slices.SortStableFunc(evs, func(a, b memEvent) int { return cmp.Or(cmp.Compare(a.ps, b.ps), cmp.Compare(a.seq, b.seq)) })
 	first, last := evs[0], evs[len(evs)-1]
