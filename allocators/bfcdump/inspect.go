@@ -2,8 +2,10 @@ package bfcdump
 
 import (
 	"fmt"
-	"github.com/bfcsim/bfcsim/internal/textwrap"
 	"io"
+
+	"github.com/bfcsim/bfcsim/internal/sticky"
+	"github.com/bfcsim/bfcsim/internal/textwrap"
 )
 
 // InspectOptions tune WriteInspect.
@@ -28,7 +30,7 @@ func WriteInspect(w io.Writer, s *Snapshot, opt InspectOptions) error {
 		return fmt.Errorf("inspecting %s: %w", s.AllocatorName, err)
 	}
 	rep := NewInspectReport(s, opt.Chunks)
-	ew := &errWriter{w: w}
+	ew := &sticky.Writer{W: w}
 	name := rep.Allocator
 	if name == "" {
 		name = "(unnamed allocator)"
@@ -36,27 +38,27 @@ func WriteInspect(w io.Writer, s *Snapshot, opt InspectOptions) error {
 	if r := rep.Request; r != nil {
 		switch {
 		case r.Approximate:
-			ew.printf("%s: out of memory allocating %s (rounded to about %d; TF printed the size only to three digits)\n", name, humanU(r.Bytes), r.Rounded)
+			ew.Printf("%s: out of memory allocating %s (rounded to about %d; TF printed the size only to three digits)\n", name, humanU(r.Bytes), r.Rounded)
 		default:
-			ew.printf("%s: out of memory allocating %s (rounded to %d)\n", name, humanU(r.Bytes), r.Rounded)
+			ew.Printf("%s: out of memory allocating %s (rounded to %d)\n", name, humanU(r.Bytes), r.Rounded)
 		}
 		if r.Op != "" {
-			ew.printf("requested by op %s\n", r.Op)
+			ew.Printf("requested by op %s\n", r.Op)
 		}
 		if r.From != "" {
-			ew.printf("from the %s\n", r.From)
+			ew.Printf("from the %s\n", r.From)
 		}
 	} else {
-		ew.printf("%s: BFC pool state\n", name)
+		ew.Printf("%s: BFC pool state\n", name)
 	}
 	if s.Line > 0 || s.Event > 0 {
-		ew.printf("at trace line %d (event %d)\n", s.Line, s.Event)
+		ew.Printf("at trace line %d (event %d)\n", s.Line, s.Event)
 	}
 
 	sum := rep.Summary
 	requestedKnown := s.Log == nil && (sum.ChunksInUse == 0 || sum.RequestedInUse > 0)
-	ew.printf("\n")
-	kv := func(k, v string) { ew.printf("  %-20s %s\n", k, v) }
+	ew.Printf("\n")
+	kv := func(k, v string) { ew.Printf("  %-20s %s\n", k, v) }
 	// fig prints a figure with where it comes from, for a pasted log.
 	fig := func(k, key, v string) {
 		p, ok := rep.Provenance[key]
@@ -107,16 +109,16 @@ func WriteInspect(w io.Writer, s *Snapshot, opt InspectOptions) error {
 	fig("TF fragmentation", "tf_fragmentation", fmt.Sprintf("%.1f%%", 100*sum.TFFragmentation))
 
 	if src := rep.Source; src != nil {
-		ew.printf("\nread from a TensorFlow log of %d lines, in the forms of these TensorFlow releases:\n", src.Lines)
+		ew.Printf("\nread from a TensorFlow log of %d lines, in the forms of these TensorFlow releases:\n", src.Lines)
 		for _, f := range src.Formats {
-			ew.printf("  %-16s TF %-12s from line %d\n", f.Kind, f.Versions, f.Line)
+			ew.Printf("  %-16s TF %-12s from line %d\n", f.Kind, f.Versions, f.Line)
 		}
 		if src.Partial {
-			ew.printf("\nthe paste is partial: figures are TensorFlow's own where it printed them\n")
+			ew.Printf("\nthe paste is partial: figures are TensorFlow's own where it printed them\n")
 			bullets(ew, src.Notes)
 		}
 		if len(src.Missing) > 0 {
-			ew.printf("\nnot in the paste\n")
+			ew.Printf("\nnot in the paste\n")
 			bullets(ew, src.Missing)
 		}
 	}
@@ -124,21 +126,21 @@ func WriteInspect(w io.Writer, s *Snapshot, opt InspectOptions) error {
 	if len(rep.Bins) > 0 {
 		switch rep.BinsFrom {
 		case "bin lines":
-			ew.printf("\nbins (TF's bin lines: every chunk counted by size; bytes as TF rounds them)\n")
+			ew.Printf("\nbins (TF's bin lines: every chunk counted by size; bytes as TF rounds them)\n")
 		case "bin lines (free chunks only)":
-			ew.printf("\nbins (TF's bin lines: before TF 1.4 they count only free chunks; bytes as TF rounds them)\n")
+			ew.Printf("\nbins (TF's bin lines: before TF 1.4 they count only free chunks; bytes as TF rounds them)\n")
 		case "chunks":
 			if rep.Source != nil {
-				ew.printf("\nbins (counted over the pasted chunk lines, as TF's bin lines count)\n")
+				ew.Printf("\nbins (counted over the pasted chunk lines, as TF's bin lines count)\n")
 			} else {
-				ew.printf("\nbins (every chunk counted by size, as TF's bin lines)\n")
+				ew.Printf("\nbins (every chunk counted by size, as TF's bin lines)\n")
 			}
 		case binsMixed:
-			ew.printf("\nbins (TF's bin lines where pasted, every chunk counted by size, bytes as TF rounds them;\n")
-			ew.printf("  the bins without a pasted line counted over the pasted chunk lines)\n")
+			ew.Printf("\nbins (TF's bin lines where pasted, every chunk counted by size, bytes as TF rounds them;\n")
+			ew.Printf("  the bins without a pasted line counted over the pasted chunk lines)\n")
 		case binsMixedFreeOnly:
-			ew.printf("\nbins (TF's bin lines where pasted, which before TF 1.4 count only free chunks, bytes as\n")
-			ew.printf("  TF rounds them; the bins without a pasted line counted over the pasted free chunk lines)\n")
+			ew.Printf("\nbins (TF's bin lines where pasted, which before TF 1.4 count only free chunks, bytes as\n")
+			ew.Printf("  TF rounds them; the bins without a pasted line counted over the pasted free chunk lines)\n")
 		}
 		// A table of both sources says which each bin comes from.
 		mixed := rep.BinsFrom == binsMixed || rep.BinsFrom == binsMixedFreeOnly
@@ -156,57 +158,57 @@ func WriteInspect(w io.Writer, s *Snapshot, opt InspectOptions) error {
 		if mixed {
 			head = "   from"
 		}
-		ew.printf("  %3s %10s %8s %8s %14s %14s%s\n", "bin", "bin size", "chunks", "in use", "bytes in bin", "bytes in use", head)
+		ew.Printf("  %3s %10s %8s %8s %14s %14s%s\n", "bin", "bin size", "chunks", "in use", "bytes in bin", "bytes in use", head)
 		for _, b := range rep.Bins {
-			ew.printf("  %3d %10s %8d %8d %14s %14s%s\n", b.Bin, ib(b.BinSize), b.TotalChunks, b.ChunksInUse, ib(b.BytesInBin), ib(b.BytesInUse), from(b))
+			ew.Printf("  %3d %10s %8d %8d %14s %14s%s\n", b.Bin, ib(b.BinSize), b.TotalChunks, b.ChunksInUse, ib(b.BytesInBin), ib(b.BytesInUse), from(b))
 		}
 	}
 
 	switch {
 	case s.Log != nil && s.Log.ChunkAtAll:
-		ew.printf("\noccupancy (TF's RenderOccupancy; TF 0.6–0.7 do not say which chunks are free, so all are drawn in use)\n")
+		ew.Printf("\noccupancy (TF's RenderOccupancy; TF 0.6–0.7 do not say which chunks are free, so all are drawn in use)\n")
 	case rep.Source != nil && rep.Source.Partial:
-		ew.printf("\noccupancy (TF's RenderOccupancy over the pasted chunk lines only: the paste is partial)\n")
+		ew.Printf("\noccupancy (TF's RenderOccupancy over the pasted chunk lines only: the paste is partial)\n")
 	default:
-		ew.printf("\noccupancy (TF's RenderOccupancy: 100 cells over the regions end to end)\n")
+		ew.Printf("\noccupancy (TF's RenderOccupancy: 100 cells over the regions end to end)\n")
 	}
 	if rep.Occupancy == noMemory {
-		ew.printf("  %s\n", rep.Occupancy)
+		ew.Printf("  %s\n", rep.Occupancy)
 	} else {
-		ew.printf("  |%s|\n", rep.Occupancy)
+		ew.Printf("  |%s|\n", rep.Occupancy)
 		legend := "   * requested  x slack in in-use chunk  _ free"
 		if !requestedKnown {
 			legend = "   * in use  _ free (requested sizes not recorded)"
 		}
-		ew.printf("%s\n", legend)
+		ew.Printf("%s\n", legend)
 	}
 
-	ew.printf("\nexplanation: %s\n", rep.Explanation.Verdict)
+	ew.Printf("\nexplanation: %s\n", rep.Explanation.Verdict)
 	for _, l := range textwrap.Lines(rep.Explanation.Text, inspectWidth-2) {
-		ew.printf("  %s\n", l)
+		ew.Printf("  %s\n", l)
 	}
 	if len(rep.Explanation.RestsOn) > 0 {
-		ew.printf("  rests on:\n")
+		ew.Printf("  rests on:\n")
 		for _, r := range rep.Explanation.RestsOn {
-			ew.printf("    %s\n", r)
+			ew.Printf("    %s\n", r)
 		}
 	}
 	if len(rep.Explanation.CannotKnow) > 0 {
-		ew.printf("  cannot know from this paste:\n")
+		ew.Printf("  cannot know from this paste:\n")
 		for _, c := range rep.Explanation.CannotKnow {
 			for i, l := range textwrap.Lines(c, inspectWidth-6) {
 				lead := "  - "
 				if i > 0 {
 					lead = "    "
 				}
-				ew.printf("  %s%s\n", lead, l)
+				ew.Printf("  %s%s\n", lead, l)
 			}
 		}
 	}
 
 	if opt.Chunks {
-		ew.printf("\nchunks\n")
-		ew.printf("  %-18s %14s %14s %-6s %4s\n", "address", "size", "requested", "state", "bin")
+		ew.Printf("\nchunks\n")
+		ew.Printf("  %-18s %14s %14s %-6s %4s\n", "address", "size", "requested", "state", "bin")
 		for _, c := range rep.Chunks {
 			state, bin := "free", fmt.Sprint(c.Bin)
 			if c.InUse {
@@ -219,10 +221,10 @@ func WriteInspect(w io.Writer, s *Snapshot, opt InspectOptions) error {
 			case c.Requested == 0:
 				req = "?"
 			}
-			ew.printf("  %-18s %14d %14s %-6s %4s\n", c.Addr, c.Size, req, state, bin)
+			ew.Printf("  %-18s %14d %14s %-6s %4s\n", c.Addr, c.Size, req, state, bin)
 		}
 	}
-	return ew.err
+	return ew.Err
 }
 
 // provenanceText is where a figure comes from, for the text report:
@@ -235,14 +237,14 @@ func provenanceText(p Provenance) string {
 }
 
 // bullets writes items as a wrapped list.
-func bullets(ew *errWriter, items []string) {
+func bullets(ew *sticky.Writer, items []string) {
 	for _, it := range items {
 		for i, l := range textwrap.Lines(it, inspectWidth-4) {
 			lead := "- "
 			if i > 0 {
 				lead = "  "
 			}
-			ew.printf("  %s%s\n", lead, l)
+			ew.Printf("  %s%s\n", lead, l)
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+
+	"github.com/bfcsim/bfcsim/internal/sticky"
 )
 
 // WriteMemoryLog writes s as TensorFlow's classic BFCAllocator::DumpMemoryLog
@@ -41,13 +43,13 @@ func WriteMemoryLog(w io.Writer, s *Snapshot) error {
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("writing a memory log: %w", err)
 	}
-	ew := &errWriter{w: w}
+	ew := &sticky.Writer{W: w}
 	if s.Request != nil {
 		writeOOMHeadline(ew, s)
 	}
-	ew.printf("BFCAllocator dump for %s\n", s.AllocatorName)
+	ew.Printf("BFCAllocator dump for %s\n", s.AllocatorName)
 	for _, b := range s.Bins() {
-		ew.printf("Bin (%d): \tTotal Chunks: %d, Chunks in use: %d. %s allocated for chunks. %s in use in bin. %s client-requested in use in bin.\n",
+		ew.Printf("Bin (%d): \tTotal Chunks: %d, Chunks in use: %d. %s allocated for chunks. %s in use in bin. %s client-requested in use in bin.\n",
 			b.BinSize, b.TotalChunks, b.ChunksInUse,
 			humanU(b.BytesInBin), humanU(b.BytesInUse), humanU(b.RequestedInUse))
 	}
@@ -57,7 +59,7 @@ func WriteMemoryLog(w io.Writer, s *Snapshot) error {
 	}
 	inUseBySize := map[uint64]int64{}
 	for _, sp := range spans {
-		ew.printf("Next region of size %d\n", sp.Size)
+		ew.Printf("Next region of size %d\n", sp.Size)
 		for i := sp.first; i < sp.end; i++ {
 			c := chunks[i]
 			state := "Free "
@@ -65,22 +67,22 @@ func WriteMemoryLog(w io.Writer, s *Snapshot) error {
 				state = "InUse"
 				inUseBySize[c.Size]++
 			}
-			ew.printf("%s at %x of size %d", state, c.Addr, c.Size)
+			ew.Printf("%s at %x of size %d", state, c.Addr, c.Size)
 			if c.OpName != "" {
-				ew.printf(" by op %s action_count %d step %d", c.OpName, c.ActionCount, c.StepID)
+				ew.Printf(" by op %s action_count %d step %d", c.OpName, c.ActionCount, c.StepID)
 			}
 			next := invalidChunkHandle
 			if i+1 < sp.end {
 				next = uint64(i + 1)
 			}
-			ew.printf(" next %d", next)
+			ew.Printf(" next %d", next)
 			if c.FreedAtCount > 0 {
-				ew.printf(" freed_at_count %d", c.FreedAtCount)
+				ew.Printf(" freed_at_count %d", c.FreedAtCount)
 			}
-			ew.printf("\n")
+			ew.Printf("\n")
 		}
 	}
-	ew.printf("     Summary of in-use Chunks by size: \n")
+	ew.Printf("     Summary of in-use Chunks by size: \n")
 	sizes := make([]uint64, 0, len(inUseBySize))
 	for size := range inUseBySize {
 		sizes = append(sizes, size)
@@ -89,36 +91,36 @@ func WriteMemoryLog(w io.Writer, s *Snapshot) error {
 	var total uint64
 	for _, size := range sizes {
 		n := inUseBySize[size]
-		ew.printf("%d Chunks of size %d totalling %s\n", n, size, humanU(size*uint64(n)))
+		ew.Printf("%d Chunks of size %d totalling %s\n", n, size, humanU(size*uint64(n)))
 		total += size * uint64(n)
 	}
-	ew.printf("Sum Total of in-use chunks: %s\n", humanU(total))
+	ew.Printf("Sum Total of in-use chunks: %s\n", humanU(total))
 	pool := s.Summarize().PoolBytes
 	limit := uint64(max(s.Stats.BytesLimit, 0))
 	var avail uint64
 	if limit > pool {
 		avail = limit - pool
 	}
-	ew.printf("Total bytes in pool: %d memory_limit_: %d available bytes: %d curr_region_allocation_bytes_: %d\n",
+	ew.Printf("Total bytes in pool: %d memory_limit_: %d available bytes: %d curr_region_allocation_bytes_: %d\n",
 		pool, limit, avail, max(s.Stats.CurrRegionAllocationBytes, 0))
-	ew.printf("Stats: \n")
+	ew.Printf("Stats: \n")
 	writeStatsDebugString(ew, s.Stats)
-	ew.printf("\n")
+	ew.Printf("\n")
 	if s.Request != nil {
-		ew.printf("%s\n", s.RenderOccupancy())
+		ew.Printf("%s\n", s.RenderOccupancy())
 	}
-	return ew.err
+	return ew.Err
 }
 
 // writeOOMHeadline writes the three lines TF logs before the dump of a
 // failed allocation.
-func writeOOMHeadline(ew *errWriter, s *Snapshot) {
+func writeOOMHeadline(ew *sticky.Writer, s *Snapshot) {
 	r := requestSizes(s.Request)
-	ew.printf("Allocator (%s) ran out of memory trying to allocate %s (rounded to %d)requested by op %s\n",
+	ew.Printf("Allocator (%s) ran out of memory trying to allocate %s (rounded to %d)requested by op %s\n",
 		s.AllocatorName, humanU(r.Bytes), r.Rounded, s.Request.Op)
-	ew.printf("If the cause is memory fragmentation maybe the environment variable 'TF_GPU_ALLOCATOR=cuda_malloc_async' will improve the situation. \n")
-	ew.printf("Current allocation summary follows.\n")
-	ew.printf("Current allocation summary follows.\n")
+	ew.Printf("If the cause is memory fragmentation maybe the environment variable 'TF_GPU_ALLOCATOR=cuda_malloc_async' will improve the situation. \n")
+	ew.Printf("Current allocation summary follows.\n")
+	ew.Printf("Current allocation summary follows.\n")
 }
 
 // requestSizes fills in whichever of a request's sizes is missing: Rounded
@@ -137,10 +139,10 @@ func requestSizes(r *Request) Request {
 // writeBinState writes DumpMemoryLog's "Bin for X was Y, Chunk State:" block:
 // the free chunks of the bin the rounded request maps to, in the bin's
 // (size, address) order, each with Chunk::DebugString(recurse=true).
-func writeBinState(ew *errWriter, req *Request, chunks []Chunk, spans []span) {
+func writeBinState(ew *sticky.Writer, req *Request, chunks []Chunk, spans []span) {
 	rounded := requestSizes(req).Rounded
 	bin := BinNumForSize(rounded)
-	ew.printf("Bin for %s was %s, Chunk State: \n", humanU(rounded), humanU(BinSize(bin)))
+	ew.Printf("Bin for %s was %s, Chunk State: \n", humanU(rounded), humanU(BinSize(bin)))
 	type ref struct{ i, first, end int }
 	var free []ref
 	for _, sp := range spans {
@@ -161,14 +163,14 @@ func writeBinState(ew *errWriter, req *Request, chunks []Chunk, spans []span) {
 		return byAddr(ca, cb)
 	})
 	for _, f := range free {
-		ew.printf("%s", chunkDebugString(chunks[f.i]))
+		ew.Printf("%s", chunkDebugString(chunks[f.i]))
 		if f.i > f.first {
-			ew.printf(", prev: %s", chunkDebugString(chunks[f.i-1]))
+			ew.Printf(", prev: %s", chunkDebugString(chunks[f.i-1]))
 		}
 		if f.i+1 < f.end {
-			ew.printf(", next: %s", chunkDebugString(chunks[f.i+1]))
+			ew.Printf(", next: %s", chunkDebugString(chunks[f.i+1]))
 		}
-		ew.printf("\n")
+		ew.Printf("\n")
 	}
 }
 
@@ -183,7 +185,7 @@ func chunkDebugString(c Chunk) string {
 }
 
 // writeStatsDebugString writes AllocatorStats::DebugString for st.
-func writeStatsDebugString(ew *errWriter, st Stats) {
+func writeStatsDebugString(ew *sticky.Writer, st Stats) {
 	for _, kv := range []struct {
 		k string
 		v int64
@@ -197,21 +199,9 @@ func writeStatsDebugString(ew *errWriter, st Stats) {
 		{"PeakReserved", 0},
 		{"LargestFreeBlock", 0},
 	} {
-		ew.printf("%-18s%20d\n", kv.k+":", kv.v)
+		ew.Printf("%-18s%20d\n", kv.k+":", kv.v)
 	}
 }
 
 // humanU is HumanBytes for an unsigned count, saturating at 2^63−1.
 func humanU(n uint64) string { return HumanBytes(int64(min(n, 1<<63-1))) }
-
-// errWriter keeps the first write error and skips every write after it.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) printf(format string, args ...any) {
-	if e.err == nil {
-		_, e.err = fmt.Fprintf(e.w, format, args...)
-	}
-}

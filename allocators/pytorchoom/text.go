@@ -2,10 +2,12 @@ package pytorchoom
 
 import (
 	"fmt"
-	"github.com/bfcsim/bfcsim/internal/textwrap"
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/bfcsim/bfcsim/internal/sticky"
+	"github.com/bfcsim/bfcsim/internal/textwrap"
 )
 
 // textWidth is the column WriteText wraps sentences at.
@@ -17,7 +19,7 @@ const textWidth = 78
 // what it rests on, what the message leaves open, and advice. It fails
 // only on a write error.
 func WriteText(w io.Writer, rep *Report) error {
-	ew := &errWriter{w: w}
+	ew := &sticky.Writer{W: w}
 	src := rep.Source
 
 	dev := src.Device
@@ -30,26 +32,26 @@ func WriteText(w io.Writer, rep *Report) error {
 	if rep.GPU != nil {
 		where = fmt.Sprintf("%s %d", dev, *rep.GPU)
 	}
-	ew.printf("PyTorch out of memory on %s: tried to allocate %s\n", where, rep.Request.Printed)
+	ew.Printf("PyTorch out of memory on %s: tried to allocate %s\n", where, rep.Request.Printed)
 	lines := fmt.Sprintf("line %d", src.Line)
 	if src.EndLine > src.Line {
 		lines = fmt.Sprintf("lines %d–%d", src.Line, src.EndLine)
 	}
-	ew.printf("read from %s, %s\n", src.Name, lines)
+	ew.Printf("read from %s, %s\n", src.Name, lines)
 	if src.Format == FormatUnknown.String() {
-		ew.printf("in words that do not tell PyTorch's release\n")
+		ew.Printf("in words that do not tell PyTorch's release\n")
 	} else {
-		ew.printf("in the words of PyTorch %s: %s\n", src.PyTorchVersions, src.Shape)
+		ew.Printf("in the words of PyTorch %s: %s\n", src.PyTorchVersions, src.Shape)
 	}
 	if src.Exception != "" {
-		ew.printf("raised as %s\n", src.Exception)
+		ew.Printf("raised as %s\n", src.Exception)
 	}
 	if len(src.Variants) > 0 {
 		for i, l := range textwrap.Lines("it shows "+strings.Join(src.Variants, "; "), textWidth) {
 			if i > 0 {
 				l = "  " + l
 			}
-			ew.printf("%s\n", l)
+			ew.Printf("%s\n", l)
 		}
 	}
 	if src.Messages > 1 {
@@ -61,25 +63,25 @@ func WriteText(w io.Writer, rep *Report) error {
 		if src.Messages > len(src.MessageLines) {
 			more = ", …"
 		}
-		ew.printf("the input holds %d out-of-memory messages (lines %s%s): this report is on the last\n",
+		ew.Printf("the input holds %d out-of-memory messages (lines %s%s): this report is on the last\n",
 			src.Messages, strings.Join(at, ", "), more)
 	}
 	if src.Truncated {
-		ew.printf("the paste stops after %s: %s not in it\n", src.Cut, strings.ReplaceAll(strings.Join(src.Missing, ", "), "_", " "))
+		ew.Printf("the paste stops after %s: %s not in it\n", src.Cut, strings.ReplaceAll(strings.Join(src.Missing, ", "), "_", " "))
 	}
 	for _, n := range src.Notes {
 		for i, l := range textwrap.Lines("note: "+n, textWidth) {
 			if i > 0 {
 				l = "  " + l
 			}
-			ew.printf("%s\n", l)
+			ew.Printf("%s\n", l)
 		}
 	}
 
-	ew.printf("\n")
+	ew.Printf("\n")
 	row := func(label string, f *FigureReport, absent string) {
 		if f == nil {
-			ew.printf("  %-22s %s\n", label, absent)
+			ew.Printf("  %-22s %s\n", label, absent)
 			return
 		}
 		tol := "exact"
@@ -90,7 +92,7 @@ func WriteText(w io.Writer, rep *Report) error {
 		if f.Source == "derived" {
 			from = f.From
 		}
-		ew.printf("  %-22s %12s  %-12s %s\n", label, f.Printed, tol, from)
+		ew.Printf("  %-22s %12s  %-12s %s\n", label, f.Printed, tol, from)
 	}
 	figs := rep.Figures
 	row("request", figs["request"], "not in the paste")
@@ -111,13 +113,13 @@ func WriteText(w io.Writer, rep *Report) error {
 		for _, p := range rep.PyTorch.OtherProcesses {
 			label := fmt.Sprintf("process %d", p.PID)
 			if p.Bytes == nil {
-				ew.printf("  %-22s %12s\n", label, "not available from NVML")
+				ew.Printf("  %-22s %12s\n", label, "not available from NVML")
 				continue
 			}
 			row(label, &FigureReport{Bytes: *p.Bytes, Printed: p.Printed, Tolerance: p.Tolerance, Source: "printed", Line: p.Line}, "")
 		}
 	} else if src.Format == FormatCapacty.String() || src.Format == FormatCapacity.String() {
-		ew.printf("  %-22s %s\n", "processes", "not listed (PyTorch lists them only where NVML is available)")
+		ew.Printf("  %-22s %s\n", "processes", "not listed (PyTorch lists them only where NVML is available)")
 	}
 	row("allocated by PyTorch", figs["allocated"], "not in the paste")
 	if figs["private_pools"] != nil {
@@ -131,50 +133,38 @@ func WriteText(w io.Writer, rep *Report) error {
 	if !e.Confident {
 		verdict += " (not confident)"
 	}
-	ew.printf("\nexplanation: %s\n", verdict)
+	ew.Printf("\nexplanation: %s\n", verdict)
 	for _, l := range textwrap.Lines(e.Reason, textWidth-2) {
-		ew.printf("  %s\n", l)
+		ew.Printf("  %s\n", l)
 	}
 	if len(e.Also) > 0 {
-		ew.printf("  also holds: %s\n", strings.Join(e.Also, ", "))
+		ew.Printf("  also holds: %s\n", strings.Join(e.Also, ", "))
 	}
 	if len(e.RestsOn) > 0 {
-		ew.printf("  rests on:\n")
+		ew.Printf("  rests on:\n")
 		for _, r := range e.RestsOn {
-			ew.printf("    %s\n", r)
+			ew.Printf("    %s\n", r)
 		}
 	}
 	if len(e.CannotKnow) > 0 {
-		ew.printf("  cannot know from this message:\n")
+		ew.Printf("  cannot know from this message:\n")
 		bullets(ew, e.CannotKnow, "    ")
 	}
 	if len(e.Advice) > 0 {
-		ew.printf("\nadvice\n")
+		ew.Printf("\nadvice\n")
 		bullets(ew, e.Advice, "  ")
 	}
-	return ew.err
+	return ew.Err
 }
 
-func bullets(ew *errWriter, items []string, indent string) {
+func bullets(ew *sticky.Writer, items []string, indent string) {
 	for _, it := range items {
 		for i, l := range textwrap.Lines(it, textWidth-len(indent)-2) {
 			lead := "- "
 			if i > 0 {
 				lead = "  "
 			}
-			ew.printf("%s%s%s\n", indent, lead, l)
+			ew.Printf("%s%s%s\n", indent, lead, l)
 		}
-	}
-}
-
-// errWriter keeps the first write error and skips later writes.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) printf(format string, args ...any) {
-	if e.err == nil {
-		_, e.err = fmt.Fprintf(e.w, format, args...)
 	}
 }

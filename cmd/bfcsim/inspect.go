@@ -15,6 +15,7 @@ import (
 
 	"github.com/bfcsim/bfcsim/allocators/bfcdump"
 	"github.com/bfcsim/bfcsim/allocators/pytorchoom"
+	"github.com/bfcsim/bfcsim/internal/sticky"
 	"github.com/bfcsim/bfcsim/trace"
 )
 
@@ -334,7 +335,7 @@ func writePyTorchOOM(cmd *cobra.Command, e *env, o *inspectOptions, found *pytor
 			return err
 		}
 	}
-	w := &stickyWriter{w: cmd.OutOrStdout()}
+	w := &sticky.Writer{W: cmd.OutOrStdout()}
 	if o.format == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -353,8 +354,8 @@ func writePyTorchOOM(cmd *cobra.Command, e *env, o *inspectOptions, found *pytor
 			writeSnapshotCheck(w, check)
 		}
 	}
-	if w.err != nil {
-		return fmt.Errorf("writing the report: %w", w.err)
+	if w.Err != nil {
+		return fmt.Errorf("writing the report: %w", w.Err)
 	}
 	return nil
 }
@@ -377,7 +378,7 @@ func writeBFC(cmd *cobra.Command, o *inspectOptions, snap *bfcdump.Snapshot) err
 			return err
 		}
 	}
-	w := &stickyWriter{w: cmd.OutOrStdout()}
+	w := &sticky.Writer{W: cmd.OutOrStdout()}
 	if o.format == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -387,8 +388,8 @@ func writeBFC(cmd *cobra.Command, o *inspectOptions, snap *bfcdump.Snapshot) err
 	} else if err := bfcdump.WriteInspect(w, snap, bfcdump.InspectOptions{Chunks: o.chunks}); err != nil {
 		return err
 	}
-	if w.err != nil {
-		return fmt.Errorf("writing the report: %w", w.err)
+	if w.Err != nil {
+		return fmt.Errorf("writing the report: %w", w.Err)
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/bfcsim/bfcsim/allocators"
 	"github.com/bfcsim/bfcsim/allocators/bfcdump"
+	"github.com/bfcsim/bfcsim/internal/sticky"
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/sim"
 	"github.com/bfcsim/bfcsim/trace/input"
@@ -621,7 +622,7 @@ func newEventsSink(path string) (*eventsSink, error) {
 func (s *eventsSink) writer(allocator string) io.Writer {
 	f, err := os.CreateTemp(filepath.Dir(s.path), ".bfcsim-events-*")
 	if err != nil {
-		return errWriter{fmt.Errorf("creating a temporary file for --events-out: %w", err)}
+		return &sticky.Writer{Err: fmt.Errorf("creating a temporary file for --events-out: %w", err)}
 	}
 	s.temps[allocator] = f
 	return f
@@ -662,7 +663,3 @@ func (s *eventsSink) cleanup() {
 		}
 	}
 }
-
-type errWriter struct{ err error }
-
-func (w errWriter) Write([]byte) (int, error) { return 0, w.err }

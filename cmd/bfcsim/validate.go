@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bfcsim/bfcsim/internal/sticky"
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/trace"
 	"github.com/bfcsim/bfcsim/trace/input"
@@ -31,15 +32,15 @@ file:line: reason; the exit code is 2 if any trace is invalid.`,
 			if err := checkStdinOnce(args); err != nil {
 				return err
 			}
-			w := &stickyWriter{w: cmd.OutOrStdout()}
+			w := &sticky.Writer{W: cmd.OutOrStdout()}
 			bad := 0
 			for _, path := range args {
 				ok, err := validateOne(cmd.Context(), w, e, path, tfAllocator)
 				if err != nil {
 					return err
 				}
-				if w.err != nil {
-					return fmt.Errorf("writing the summary: %w", w.err)
+				if w.Err != nil {
+					return fmt.Errorf("writing the summary: %w", w.Err)
 				}
 				if !ok {
 					bad++
@@ -126,20 +127,4 @@ func validateOne(ctx context.Context, w io.Writer, e *env, path, tfAllocator str
 		fmt.Fprintf(w, "  ... and %d more\n", n)
 	}
 	return s.Skipped == 0, nil
-}
-
-// stickyWriter remembers the first write error, so that a long run of
-// Fprintf calls can be checked once.
-type stickyWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (s *stickyWriter) Write(p []byte) (int, error) {
-	if s.err != nil {
-		return 0, s.err
-	}
-	n, err := s.w.Write(p)
-	s.err = err
-	return n, err
 }
