@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/bfcsim/bfcsim/allocators/bfcdump"
+	"github.com/bfcsim/bfcsim/allocators/bfcstate"
 )
 
 // Errors callers branch on.
@@ -100,7 +100,7 @@ type Chunk struct {
 type Checkpointer interface {
 	Snapshotter
 	Checkpoint()
-	CheckpointSnapshot() *bfcdump.Snapshot
+	CheckpointSnapshot() *bfcstate.Snapshot
 }
 
 // ChunkWalker is an allocator that can list its pool chunk by chunk.
@@ -209,7 +209,7 @@ type ExtentIsRegion interface {
 type Snapshotter interface {
 	// Snapshot returns a fresh description the caller owns. When the
 	// latest Allocate failed, its Request names the failed request.
-	Snapshot() *bfcdump.Snapshot
+	Snapshot() *bfcstate.Snapshot
 }
 
 // tfCounters are the core of TensorFlow's AllocatorStats, which bfc and naive

@@ -64,16 +64,16 @@ import (
 	"math"
 	"math/bits"
 
-	"github.com/bfcsim/bfcsim/allocators/bfcdump"
+	"github.com/bfcsim/bfcsim/allocators/bfcstate"
 	"github.com/bfcsim/bfcsim/allocators/internal/bintree"
 	"github.com/bfcsim/bfcsim/internal/paged"
 )
 
 // Constants from the reference, with its names.
 const (
-	bfcMinAllocationBits = 8                         // kMinAllocationBits
-	bfcMinAllocationSize = 1 << bfcMinAllocationBits // kMinAllocationSize: 256
-	bfcNumBins           = 21                        // kNumBins
+	bfcMinAllocationBits = bfcstate.MinAllocationBits // kMinAllocationBits
+	bfcMinAllocationSize = 1 << bfcMinAllocationBits  // kMinAllocationSize: 256
+	bfcNumBins           = bfcstate.NumBins           // kNumBins
 	// bfcMaxInternalFrag is the slack above which a chunk is always split,
 	// however small the request: 128 MiB, TF's default.
 	bfcMaxInternalFrag = 128 << 20
@@ -212,7 +212,7 @@ type BFC struct {
 	nextAllocID      int64
 	// failed is the request the latest Allocate could not serve, or nil
 	// once another call succeeded: Snapshot reports it.
-	failed *bfcdump.Request
+	failed *bfcstate.Request
 
 	tfCounters
 	poolBytes, peakPoolBytes uint64
@@ -276,7 +276,7 @@ func bfcRoundedBytes(n uint64) uint64 {
 
 // BinNumForSize returns the bin holding free chunks of n bytes:
 // min(20, floor(log2(max(n, 256) >> 8))).
-func BinNumForSize(n uint64) int { return bfcdump.BinNumForSize(n) }
+func BinNumForSize(n uint64) int { return bfcstate.BinNumForSize(n) }
 
 // Allocate serves size bytes following TF's AllocateRawInternal.
 func (b *BFC) Allocate(size, align uint64) (Block, error) {
@@ -288,7 +288,7 @@ func (b *BFC) Allocate(size, align uint64) (Block, error) {
 	b.recorded.ok = false
 	rounded := bfcRoundedBytes(size)
 	if rounded < size {
-		b.failed = &bfcdump.Request{Bytes: size, Rounded: size}
+		b.failed = &bfcstate.Request{Bytes: size, Rounded: size}
 		return Block{}, ErrOutOfMemory
 	}
 	bin := BinNumForSize(rounded)
@@ -305,7 +305,7 @@ func (b *BFC) Allocate(size, align uint64) (Block, error) {
 			return b.block(h), nil
 		}
 	}
-	b.failed = &bfcdump.Request{Bytes: size, Rounded: rounded}
+	b.failed = &bfcstate.Request{Bytes: size, Rounded: rounded}
 	return Block{}, ErrOutOfMemory
 }
 
@@ -694,12 +694,13 @@ func (b *BFC) WalkChunks(fn func(Chunk)) {
 // Snapshot describes the pool as TensorFlow's RecordMemoryMap and
 // DumpMemoryLog see it: every region and chunk, the stats, and, when the
 // latest Allocate failed, the request it could not serve. TF's
-// fragmentation metric is left for bfcdump to derive from the chunks.
-func (b *BFC) Snapshot() *bfcdump.Snapshot {
-	s := &bfcdump.Snapshot{
+// fragmentation metric is left for the dump (diagnose/bfcdump) to derive
+// from the chunks.
+func (b *BFC) Snapshot() *bfcstate.Snapshot {
+	s := &bfcstate.Snapshot{
 		AllocatorName: "bfc",
-		Regions:       make([]bfcdump.Region, len(b.regions)),
-		Stats: bfcdump.Stats{
+		Regions:       make([]bfcstate.Region, len(b.regions)),
+		Stats: bfcstate.Stats{
 			NumAllocs:                 b.numAllocs,
 			BytesInUse:                b.bytesInUse,
 			PeakBytesInUse:            b.peakBytesInUse,
@@ -717,12 +718,12 @@ func (b *BFC) Snapshot() *bfcdump.Snapshot {
 	// checkpoint's copy, which keeps no free list): grown by append, the
 	// description of a pool of a million chunks would allocate five times
 	// its size on the way.
-	s.Chunks = make([]bfcdump.Chunk, 0, int(b.nChunks)-len(b.freeHandles))
+	s.Chunks = make([]bfcstate.Chunk, 0, int(b.nChunks)-len(b.freeHandles))
 	for i, r := range b.regions {
-		s.Regions[i] = bfcdump.Region{Addr: r.ptr, Size: r.size}
+		s.Regions[i] = bfcstate.Region{Addr: r.ptr, Size: r.size}
 		for h := r.first; h != noChunk; h = b.c(h).next {
 			c := b.c(h)
-			s.Chunks = append(s.Chunks, bfcdump.Chunk{
+			s.Chunks = append(s.Chunks, bfcstate.Chunk{
 				Addr: c.ptr, Size: c.size, Requested: c.requested,
 				InUse: c.inUse(), Bin: int(c.bin),
 			})
@@ -754,7 +755,7 @@ type bfcCheckpoint struct {
 	regions []bfcRegion
 	tfCounters
 	poolBytes, currRegionBytes uint64
-	failed                     *bfcdump.Request
+	failed                     *bfcstate.Request
 	// changed lists the chunks changed since the copy: those whose saved
 	// is gen, which each copy moves on.
 	changed []int32
@@ -803,7 +804,7 @@ func (b *BFC) Checkpoint() {
 
 // CheckpointSnapshot describes the pool as the last Checkpoint saved it,
 // as Snapshot would have then; nil if there was none.
-func (b *BFC) CheckpointSnapshot() *bfcdump.Snapshot {
+func (b *BFC) CheckpointSnapshot() *bfcstate.Snapshot {
 	cp := b.cp
 	if cp == nil {
 		return nil

@@ -345,7 +345,7 @@ func buildResult(r *sim.Result, lowerBound uint64) Result {
 	out.OptionsFromRecording = r.OptionsFromRecording
 	out.RecordedDecisions = newDecisions(r.Decisions)
 	if r.OOMSnapshot != nil {
-		out.OOM = NewOOMDiagnostics(r.OOMSnapshot)
+		out.OOM = NewOOMDiagnostics(bfcdump.FromState(r.OOMSnapshot))
 	}
 	out.Series = &Series{
 		Timeline: r.Timeline, Memmap: r.Memmap, Layout: r.Layout,

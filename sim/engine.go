@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/bfcsim/bfcsim/allocators"
-	"github.com/bfcsim/bfcsim/allocators/bfcdump"
+	"github.com/bfcsim/bfcsim/allocators/bfcstate"
 	"github.com/bfcsim/bfcsim/trace"
 )
 
@@ -317,7 +317,7 @@ func Replay(ctx context.Context, src Source, cfg Config) ([]Result, error) {
 // pool there: the peak snapshot of a trace whose peak rose too often to
 // describe it each time. It returns nil, and no error, if the trace cannot
 // be read again (standard input).
-func snapshotAt(ctx context.Context, cfg Config, spec AllocatorSpec, event, line int64) (*bfcdump.Snapshot, error) {
+func snapshotAt(ctx context.Context, cfg Config, spec AllocatorSpec, event, line int64) (*bfcstate.Snapshot, error) {
 	if cfg.Reread == nil {
 		return nil, nil
 	}

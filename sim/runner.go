@@ -15,7 +15,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/bfcsim/bfcsim/allocators"
-	"github.com/bfcsim/bfcsim/allocators/bfcdump"
+	"github.com/bfcsim/bfcsim/allocators/bfcstate"
 	"github.com/bfcsim/bfcsim/internal/paged"
 	"github.com/bfcsim/bfcsim/trace"
 )
@@ -111,11 +111,11 @@ type Result struct {
 	// OOMSnapshot is the pool right after the first failed allocation, for
 	// allocators that can describe it (allocators.Snapshotter); nil
 	// otherwise. Its Request, Event and Line name the failed allocation.
-	OOMSnapshot *bfcdump.Snapshot
+	OOMSnapshot *bfcstate.Snapshot
 	// PeakSnapshot is the pool when its bytes in use first reached their
 	// peak, with Event and Line naming the allocation that reached it; only
 	// with Config.PeakSnapshots.
-	PeakSnapshot *bfcdump.Snapshot
+	PeakSnapshot *bfcstate.Snapshot
 
 	// Held is what the reserved bytes held at their peak, by call site;
 	// nil for a probe (Config.Probe) or when nothing was reserved.
@@ -648,7 +648,7 @@ func (r *runner) doAlloc(ev *trace.Event, i int64) error {
 			if r.snap != nil {
 				s := r.snap.Snapshot()
 				if s.Request == nil {
-					s.Request = &bfcdump.Request{Bytes: ev.Size}
+					s.Request = &bfcstate.Request{Bytes: ev.Size}
 				}
 				s.Event, s.Line = i, ev.Line
 				r.result.OOMSnapshot = s
@@ -838,7 +838,7 @@ func (r *runner) risesAhead(i int64, inUse uint64) bool {
 
 // atPeak marks s as the pool at the peak reached by event, on line: a peak
 // is no failed request.
-func atPeak(s *bfcdump.Snapshot, event, line int64) *bfcdump.Snapshot {
+func atPeak(s *bfcstate.Snapshot, event, line int64) *bfcstate.Snapshot {
 	s.Request = nil
 	s.Event, s.Line = event, line
 	return s

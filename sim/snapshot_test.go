@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bfcsim/bfcsim/allocators"
-	"github.com/bfcsim/bfcsim/allocators/bfcdump"
+	"github.com/bfcsim/bfcsim/allocators/bfcstate"
 	"github.com/bfcsim/bfcsim/trace"
 )
 
@@ -119,7 +119,7 @@ func TestPeakSkippedThenNotPassed(t *testing.T) {
 }
 
 // prefixSnapshot replays events against a fresh bfc and describes its pool.
-func prefixSnapshot(t *testing.T, evs []trace.Event, opts allocators.Options) *bfcdump.Snapshot {
+func prefixSnapshot(t *testing.T, evs []trace.Event, opts allocators.Options) *bfcstate.Snapshot {
 	t.Helper()
 	sp, err := allocators.NewSpace(allocators.SpaceConfig{Kind: "virtual", Capacity: 1 << 30})
 	require.NoError(t, err)
@@ -159,8 +159,8 @@ func TestOOMSnapshot(t *testing.T) {
 	// whole and the second allocation (event 1) failed.
 	assert.Equal(t, int64(1), s.Event)
 	assert.Equal(t, int64(2), s.Line)
-	assert.Equal(t, &bfcdump.Request{Bytes: 600 << 10, Rounded: 600 << 10}, s.Request)
-	assert.Equal(t, []bfcdump.Chunk{{Addr: 1 << 40, Size: 1 << 20, Requested: 600 << 10, InUse: true, Bin: -1}}, s.Chunks)
+	assert.Equal(t, &bfcstate.Request{Bytes: 600 << 10, Rounded: 600 << 10}, s.Request)
+	assert.Equal(t, []bfcstate.Chunk{{Addr: 1 << 40, Size: 1 << 20, Requested: 600 << 10, InUse: true, Bin: -1}}, s.Chunks)
 	assert.Nil(t, res[0].PeakSnapshot)
 	assert.Nil(t, res[1].OOMSnapshot, "naive cannot describe a pool")
 	assert.Equal(t, int64(3), res[0].FailedAllocs)

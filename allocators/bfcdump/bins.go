@@ -1,31 +1,26 @@
 package bfcdump
 
-import "math/bits"
+import "github.com/bfcsim/bfcsim/allocators/bfcstate"
 
-// NumBins is the number of BFC bins (TF's kNumBins). Bin b holds free chunks
-// of [256<<b, 256<<(b+1)) bytes; the last bin, 20, holds everything from
-// 256 MiB up, so 21 bins cover any size.
-const NumBins = 21
+// NumBins, BinNumForSize and BinSize are TensorFlow's bins, as bfcstate
+// defines them for the allocator and for its dumps alike.
+const NumBins = bfcstate.NumBins
 
-// minAllocationBits is TF's kMinAllocationBits: every request is rounded up
-// to a multiple of 1<<8 = 256 bytes, and bin 0 starts there.
-const minAllocationBits = 8
+// BinNumForSize returns the bin TF files a free chunk of n bytes in
+// (bfcstate.BinNumForSize).
+func BinNumForSize(n uint64) int { return bfcstate.BinNumForSize(n) }
+
+// BinSize returns the smallest chunk size bin b holds, 256<<b
+// (bfcstate.BinSize).
+func BinSize(b int) uint64 { return bfcstate.BinSize(b) }
+
+// minAllocationBits is TF's kMinAllocationBits: requests are rounded up to
+// 256 bytes.
+const minAllocationBits = bfcstate.MinAllocationBits
 
 // invalidChunkHandle is TF's kInvalidChunkHandle, size_t(-1): the "next" of
 // the last chunk of a region in DumpMemoryLog's chunk lines.
 const invalidChunkHandle = ^uint64(0)
-
-// BinNumForSize returns the bin TF files a free chunk of n bytes in:
-// min(20, floor(log2(max(n, 256) >> 8))). Examples: 1 → 0, 511 → 0,
-// 512 → 1, 1024 → 2, 1 GiB → 20.
-func BinNumForSize(n uint64) int {
-	v := max(n, 1<<minAllocationBits) >> minAllocationBits
-	return min(NumBins-1, bits.Len64(v)-1)
-}
-
-// BinSize returns the smallest chunk size bin b holds, 256<<b: the figure
-// DumpMemoryLog prints as "Bin (SIZE)". b must be in [0, NumBins).
-func BinSize(b int) uint64 { return 1 << (minAllocationBits + b) }
 
 // roundedBytes rounds n up to a multiple of 256, as TF's RoundedBytes does;
 // it saturates instead of wrapping for n within 255 of 2^64.

@@ -1,9 +1,11 @@
 package bfcdump
 
-// Snapshot is the state of a BFC pool at one moment: what TensorFlow's
-// DumpMemoryLog prints and RecordMemoryMap records. bfcsim's bfc allocator
-// produces one on demand; Unmarshal and ParseLog rebuild one from a
-// TensorFlow MemoryDump or OOM log.
+import "github.com/bfcsim/bfcsim/allocators/bfcstate"
+
+// Snapshot is a BFC pool's state as a dump holds it: a bfcstate.Snapshot's
+// fields, and, for a snapshot ParseLog read, what TensorFlow's log printed
+// beside its chunk lines. Read, ParseLog and Unmarshal return one;
+// FromState makes one of the state bfcsim's bfc allocator described.
 //
 // Fields a source does not carry are zero: a MemoryDump has no regions, no
 // memory limit and no pool size; a log has no requested size per chunk.
@@ -25,8 +27,8 @@ type Snapshot struct {
 	// out-of-memory; nil otherwise.
 	Request *Request
 
-	// Event and Line locate the snapshot in a replayed trace: the event's
-	// index (0-based) and its line in the trace file. Both 0 when unknown.
+	// Event and Line locate the snapshot in a replayed trace (0 when
+	// unknown), as bfcstate.Snapshot's do.
 	Event int64
 	Line  int64
 
@@ -35,56 +37,32 @@ type Snapshot struct {
 	Log *LogEvidence
 }
 
-// Region is one reservation from the device, [Addr, Addr+Size).
+// Region is one reservation from the device, [Addr, Addr+Size): a
+// bfcstate.Region, kept a type of its own so that a dump's regions can be
+// written as {addr, size} pairs.
 type Region struct {
 	Addr, Size uint64
 }
 
-// Chunk is one piece of a region. In-use chunks were handed out whole;
-// free chunks sit in a bin.
-type Chunk struct {
-	Addr uint64
-	Size uint64
-	// Requested is the bytes the client asked for. TF leaves it stale once
-	// the chunk is free; 0 when unknown (a log does not print it).
-	Requested uint64
-	InUse     bool
-	// Bin is the bin holding a free chunk, or -1 for an in-use chunk (as
-	// MemChunk.bin in a MemoryDump).
-	Bin int
-	// Debug fields TensorFlow fills only under TENSORFLOW_MEM_DEBUG or with
-	// a timing counter; kept so that a dump round-trips.
-	OpName       string
-	StepID       uint64
-	ActionCount  uint64
-	FreedAtCount uint64
-}
+// A dump's chunks, stats and failed request are the pool's own, as
+// bfcstate defines them.
+type (
+	Chunk   = bfcstate.Chunk
+	Stats   = bfcstate.Stats
+	Request = bfcstate.Request
+)
 
-// Stats are TensorFlow's AllocatorStats as a snapshot carries them, plus the
-// pool figures DumpMemoryLog prints. A zero field is unknown unless the
-// source carries it.
-type Stats struct {
-	NumAllocs        int64
-	BytesInUse       int64
-	PeakBytesInUse   int64
-	LargestAllocSize int64
-	// Fragmentation is TF's metric, (free in pool − largest free chunk) /
-	// free in pool, as recorded (MemAllocatorStats.fragmentation_metric).
-	Fragmentation float64
-
-	// BytesLimit is the memory limit (TF's memory_limit_); 0 when unknown.
-	BytesLimit int64
-	// PoolBytes is the bytes reserved from the device; 0 when unknown,
-	// in which case the regions' or chunks' total stands in.
-	PoolBytes int64
-	// CurrRegionAllocationBytes is the next region's target size; 0 when
-	// unknown.
-	CurrRegionAllocationBytes int64
-}
-
-// Request is an allocation the allocator could not serve.
-type Request struct {
-	Bytes   uint64 // as asked
-	Rounded uint64 // rounded up to 256 bytes
-	Op      string // the op that asked, when known
+// FromState returns the dump of a pool bfcsim's allocator described: its
+// regions, chunks and stats (the chunks shared with s, not copied: a pool
+// may hold millions), and no log. It returns nil for nil.
+func FromState(s *bfcstate.Snapshot) *Snapshot {
+	if s == nil {
+		return nil
+	}
+	d := &Snapshot{AllocatorName: s.AllocatorName, Regions: make([]Region, len(s.Regions)), Chunks: s.Chunks,
+		Stats: s.Stats, Request: s.Request, Event: s.Event, Line: s.Line}
+	for i, r := range s.Regions {
+		d.Regions[i] = Region(r)
+	}
+	return d
 }

@@ -436,9 +436,9 @@ func writeReportDir(ctx context.Context, dir string, rep report.Report, runs []r
 				snap   *bfcdump.Snapshot
 				render func(*bfcdump.Snapshot) ([]byte, error)
 			}{
-				{"peak.memdump", r.PeakSnapshot, bfcdump.Marshal},
-				{"oom.memdump", r.OOMSnapshot, bfcdump.Marshal},
-				{"oom.log", r.OOMSnapshot, memoryLog},
+				{"peak.memdump", bfcdump.FromState(r.PeakSnapshot), bfcdump.Marshal},
+				{"oom.memdump", bfcdump.FromState(r.OOMSnapshot), bfcdump.Marshal},
+				{"oom.log", bfcdump.FromState(r.OOMSnapshot), memoryLog},
 			}
 			for _, f := range files {
 				if f.snap != nil {
