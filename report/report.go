@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/bfcsim/bfcsim/allocators"
-	"github.com/bfcsim/bfcsim/allocators/bfcdump"
+	"github.com/bfcsim/bfcsim/diagnose/bfcdump"
 	"github.com/bfcsim/bfcsim/sim"
 	"github.com/bfcsim/bfcsim/trace"
 )

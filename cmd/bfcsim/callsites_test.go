@@ -198,7 +198,7 @@ func TestEmptyReplayWarns(t *testing.T) {
 func TestInspectH100MessagesWithSnapshots(t *testing.T) {
 	for _, name := range []string{"train-default", "train-expandable", "resnet-default", "resnet-expandable"} {
 		t.Run(name, func(t *testing.T) {
-			msg := "../../allocators/pytorchoom/testdata/h100-" + name + ".txt"
+			msg := "../../diagnose/pytorchoom/testdata/h100-" + name + ".txt"
 			code, out, stderr := cli(t, "", "inspect", msg, "--snapshot", bundled+"h100/"+name+"-oom.pickle.gz", "-f", "json")
 			require.Equal(t, 0, code, stderr)
 			var rep struct {

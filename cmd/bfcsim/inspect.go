@@ -13,8 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/bfcsim/bfcsim/allocators/bfcdump"
-	"github.com/bfcsim/bfcsim/allocators/pytorchoom"
+	"github.com/bfcsim/bfcsim/diagnose/bfcdump"
+	"github.com/bfcsim/bfcsim/diagnose/pytorchoom"
 	"github.com/bfcsim/bfcsim/internal/sticky"
 	"github.com/bfcsim/bfcsim/trace"
 )

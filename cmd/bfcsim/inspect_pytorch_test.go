@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-const pytorchOOM = "../../allocators/pytorchoom/testdata/"
+const pytorchOOM = "../../diagnose/pytorchoom/testdata/"
 
 // A PyTorch out-of-memory message, from a file, as text and as JSON.
 func TestInspectPyTorchOOM(t *testing.T) {

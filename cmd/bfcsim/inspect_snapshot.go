@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/bfcsim/bfcsim/allocators"
-	"github.com/bfcsim/bfcsim/allocators/pytorchoom"
+	"github.com/bfcsim/bfcsim/diagnose/pytorchoom"
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/sim"
 	"github.com/bfcsim/bfcsim/trace"

@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bfcsim/bfcsim/allocators"
-	"github.com/bfcsim/bfcsim/allocators/bfcdump"
+	"github.com/bfcsim/bfcsim/diagnose/bfcdump"
 	"github.com/bfcsim/bfcsim/internal/sticky"
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/sim"

@@ -192,7 +192,7 @@ func TestInspectTFLog(t *testing.T) {
 // ends get the verdict and figures of the log itself, and the tail of a
 // TF 2.x dump (no headline, no chunk lines) is read, not refused.
 func TestInspectPastedLogs(t *testing.T) {
-	raw, err := os.ReadFile("../../allocators/bfcdump/testdata/logs/tf1.12.log")
+	raw, err := os.ReadFile("../../diagnose/bfcdump/testdata/logs/tf1.12.log")
 	require.NoError(t, err)
 	pasted := "> " + strings.ReplaceAll(strings.TrimSuffix(string(raw), "\n"), "\n", "\r\n> ") + "\r\n"
 	code, out, stderr := cli(t, pasted, "inspect", "-", "-f", "json")
@@ -228,7 +228,7 @@ func TestInspectPastedLogs(t *testing.T) {
 		TFVersions string `json:"tf_versions"`
 	}{"chunk lines", "0.8–1.13"})
 
-	tail, err := os.ReadFile("../../allocators/bfcdump/testdata/logs/partial-tail-only.log")
+	tail, err := os.ReadFile("../../diagnose/bfcdump/testdata/logs/partial-tail-only.log")
 	require.NoError(t, err)
 	code, out, stderr = cli(t, string(tail), "inspect", "-")
 	require.Equal(t, 0, code, stderr)

@@ -2,7 +2,8 @@
 // raises when it runs out of memory, as people paste it, and explains it.
 // It owns the message's figures (Message), the verdict on why the
 // allocation failed (Explanation), and the report `bfcsim inspect` prints
-// of both (Report, as JSON or text). It imports nothing else of bfcsim.
+// of both (Report, as JSON or text). Of bfcsim it imports only the small
+// helpers under internal/.
 //
 // Vocabulary, as PyTorch prints it (c10/cuda/CUDACachingAllocator.cpp):
 //

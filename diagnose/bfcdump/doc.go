@@ -1,11 +1,13 @@
-// Package bfcdump owns the state of a BFC pool at one moment, a Snapshot,
-// and every way bfcsim reads, writes and explains one. It mirrors what
-// TensorFlow's BFC allocator shows of itself on an out-of-memory: the text of
-// BFCAllocator::DumpMemoryLog, the 100-character RenderOccupancy strip, and
-// the MemoryDump protobuf of RecordMemoryMap (written when
-// TF_BFC_MEMORY_DUMP is set). bfcsim's bfc allocator produces snapshots;
-// users bring TF's dumps and logs to `bfcsim inspect`. The package imports
-// nothing else of bfcsim.
+// Package bfcdump owns a BFC pool's state as TensorFlow dumps it, a
+// Snapshot, and every way bfcsim reads, writes and explains one. It mirrors
+// what TensorFlow's BFC allocator shows of itself on an out-of-memory: the
+// text of BFCAllocator::DumpMemoryLog, the 100-character RenderOccupancy
+// strip, and the MemoryDump protobuf of RecordMemoryMap (written when
+// TF_BFC_MEMORY_DUMP is set). bfcsim's bfc allocator describes its pool as
+// a bfcstate.Snapshot, which FromState turns into a dump for the replay's
+// reports; users bring TF's dumps and logs to `bfcsim inspect`. Of bfcsim it
+// imports only allocators/bfcstate, the state it shares with the
+// allocator, and the small helpers under internal/.
 //
 // Vocabulary, as in TF:
 //

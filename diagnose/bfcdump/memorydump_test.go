@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/bfcsim/bfcsim/allocators/bfcdump/memorypb"
+	"github.com/bfcsim/bfcsim/diagnose/bfcdump/memorypb"
 )
 
 func TestMarshalFillsLikeRecordMemoryMap(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/bfcsim/bfcsim/allocators/pytorchoom"
+	"github.com/bfcsim/bfcsim/diagnose/pytorchoom"
 )
 
 // A message pasted from an e-mail, quoted and wrapped.

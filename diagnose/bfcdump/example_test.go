@@ -5,7 +5,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/bfcsim/bfcsim/allocators/bfcdump"
+	"github.com/bfcsim/bfcsim/diagnose/bfcdump"
 )
 
 func ExampleHumanBytes() {

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/bfcsim/bfcsim/allocators/bfcdump/memorypb"
+	"github.com/bfcsim/bfcsim/diagnose/bfcdump/memorypb"
 )
 
 // Marshal encodes s as TensorFlow's MemoryDump protobuf, filled as
