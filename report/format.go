@@ -55,6 +55,15 @@ func Rate(r float64) string {
 	return fmt.Sprintf("%.0f/s", r)
 }
 
+// Plural writes a count and its noun: "1 event", "2 events", "1,234
+// events".
+func Plural(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return Count(n) + " " + many
+}
+
 // Count formats an integer with thousands separators: 1,234,567.
 func Count(n int64) string {
 	s := strconv.FormatInt(n, 10)

@@ -380,12 +380,7 @@ func oneLine(s string) string {
 }
 
 // plural writes "1 allocation", "2 allocations", "1,200 allocations".
-func plural(n int64, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return Count(n) + " " + noun + "s"
-}
+func plural(n int64, noun string) string { return Plural(n, noun, noun+"s") }
 
 // mdEscape makes s literal text on one Markdown line.
 func mdEscape(s string) string {

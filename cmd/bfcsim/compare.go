@@ -158,7 +158,7 @@ func runCompare(cmd *cobra.Command, e *env, o *compareOptions, paths []string) e
 		}
 		msg := fmt.Sprintf("bfcsim: wrote the new baseline %s (%s)", o.baseline, describeReport(rep))
 		if n := cmp.Count(report.Regression); n > 0 {
-			msg += fmt.Sprintf(", accepting %s", countNoun(n, "regression"))
+			msg += fmt.Sprintf(", accepting %s", report.Plural(int64(n), "regression", "regressions"))
 		}
 		fmt.Fprintln(e.stderr, msg)
 		return nil
@@ -170,7 +170,7 @@ func runCompare(cmd *cobra.Command, e *env, o *compareOptions, paths []string) e
 			list += fmt.Sprintf(" and %d more", len(regs)-show)
 		}
 		return &exitError{code: exitFailed, err: fmt.Errorf("%s beyond %s: %s",
-			countNoun(len(regs), "regression"), report.FormatTolerance(tol), list)}
+			report.Plural(int64(len(regs)), "regression", "regressions"), report.FormatTolerance(tol), list)}
 	}
 	return nil
 }
@@ -262,12 +262,5 @@ func describeReport(rep report.Report) string {
 	for _, t := range rep.Traces {
 		n += len(t.Results)
 	}
-	return countNoun(len(rep.Traces), "trace") + ", " + countNoun(n, "result")
-}
-
-func countNoun(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
+	return report.Plural(int64(len(rep.Traces)), "trace", "traces") + ", " + report.Plural(int64(n), "result", "results")
 }

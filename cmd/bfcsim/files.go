@@ -18,63 +18,6 @@ import (
 	"github.com/bfcsim/bfcsim/trace/input"
 )
 
-// openedTrace is a trace file opened for reading: a trace, or a recording
-// (a PyTorch snapshot, an mtrace log, a malloc-lab trace) converted as it
-// is read.
-type openedTrace struct {
-	*input.Stream
-	path string
-	size int64 // bytes on disk, or -1 for standard input
-	file *os.File
-}
-
-func (t *openedTrace) Close() error {
-	t.Stream.Close()
-	if t.file != nil {
-		return t.file.Close()
-	}
-	return nil
-}
-
-// openTrace opens path ("-" for standard input) as a trace, recognising a
-// recording by its content and converting it on the fly (the PyTorch
-// device is the one with the most entries; `bfcsim import --device` picks
-// another). tfAllocator picks a TensorFlow capture's allocator ("": the
-// only one).
-// openTrace opens path (- for standard input) as a trace, converting a
-// recording on the fly; opt's Name and Device are filled in.
-func openTrace(ctx context.Context, e *env, path string, opt input.Options) (*openedTrace, error) {
-	t := &openedTrace{path: path, size: -1}
-	var in io.Reader = e.stdin
-	name := "stdin"
-	if path != "-" {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, err
-		}
-		if st, err := f.Stat(); err == nil {
-			if st.IsDir() {
-				f.Close()
-				return nil, fmt.Errorf("%s is a directory", path)
-			}
-			if st.Mode().IsRegular() {
-				t.size = st.Size()
-			}
-		}
-		t.file, in, name = f, f, path
-	}
-	opt.Name, opt.Device = traceNameOf(path, "stdin"), -1
-	s, err := input.Open(ctx, in, name, opt)
-	if err != nil {
-		if t.file != nil {
-			t.file.Close()
-		}
-		return nil, err
-	}
-	t.Stream = s
-	return t, nil
-}
-
 // writeFileAtomic writes path through fn: into a temporary file on the same
 // file system, renamed over path only if fn and every write succeed, so a
 // failed run never leaves a half-written file that looks complete. A .gz or
@@ -319,7 +262,7 @@ const progressEvery = 1 << 14
 
 // progressSource counts the events a replay takes from a trace.
 type progressSource struct {
-	*openedTrace
+	*input.File
 	p *progress
 	n int64
 }
@@ -327,7 +270,7 @@ type progressSource struct {
 // NextBatch is Next for many events at once (sim.BatchSource).
 func (s *progressSource) NextBatch(dst []trace.Event) []trace.Event {
 	k := len(dst)
-	dst = s.openedTrace.NextBatch(dst)
+	dst = s.File.NextBatch(dst)
 	s.n += int64(len(dst) - k)
 	s.p.events.Store(s.n)
 	return dst
@@ -335,14 +278,14 @@ func (s *progressSource) NextBatch(dst []trace.Event) []trace.Event {
 
 // NextLent is NextBatch without the copy (sim.LendingSource).
 func (s *progressSource) NextLent() trace.Lent {
-	l := s.openedTrace.NextLent()
+	l := s.File.NextLent()
 	s.n += int64(len(l.Events))
 	s.p.events.Store(s.n)
 	return l
 }
 
 func (s *progressSource) Next() bool {
-	ok := s.openedTrace.Next()
+	ok := s.File.Next()
 	if s.n++; s.n%progressEvery == 0 || !ok {
 		s.p.events.Store(s.n)
 	}

@@ -196,7 +196,7 @@ func (s *searchRun) finish() {
 // allocators and options as replay takes them, pytorch alone for a PyTorch
 // recording unless -a is given.
 func openSearch(cmd *cobra.Command, e *env, o *replayOptions, path string, tolerate bool, jobs int, gpu uint64) (*searchRun, error) {
-	t, err := openTrace(cmd.Context(), e, path, input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator})
+	t, err := input.OpenFile(cmd.Context(), path, e.stdin, input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator})
 	if err != nil {
 		return nil, err
 	}
@@ -263,5 +263,5 @@ func traceName(header, path string) string {
 	if header != "" {
 		return header
 	}
-	return traceNameOf(path, "stdin")
+	return input.NameOf(path, "stdin")
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -223,11 +221,12 @@ func runImport(cmd *cobra.Command, e *env, o *importOptions, format, path string
 			return err
 		}
 	}
-	file, size, raw, closeFile, err := openInputFile(e, path)
+	raw, err := input.OpenRaw(path, e.stdin)
 	if err != nil {
 		return err
 	}
-	defer closeFile()
+	defer raw.Close()
+	file := raw.Name
 	count := &input.Counter{R: raw}
 	in, err := input.Peek(count)
 	if err != nil {
@@ -240,9 +239,9 @@ func runImport(cmd *cobra.Command, e *env, o *importOptions, format, path string
 	}
 	name := o.name
 	if name == "" {
-		name = traceNameOf(path, f.name)
+		name = input.NameOf(path, f.name)
 	}
-	p := newProgress(e, path, size, count.N, o.quiet)
+	p := newProgress(e, path, raw.Size, count.N, o.quiet)
 	var res importResult
 	write := func(w io.Writer) error {
 		st, err := input.Convert(cmd.Context(), f.format, in, file, trace.NewWriter(w), input.Options{
@@ -276,49 +275,6 @@ func runImport(cmd *cobra.Command, e *env, o *importOptions, format, path string
 	return nil
 }
 
-// openInputFile opens path ("-" for standard input) for reading. file is
-// its name in messages, size its bytes on disk (-1 when unknown).
-func openInputFile(e *env, path string) (file string, size int64, r io.Reader, closeFn func(), err error) {
-	if path == "-" {
-		return "stdin", -1, e.stdin, func() {}, nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", 0, nil, nil, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return "", 0, nil, nil, err
-	}
-	if st.IsDir() {
-		f.Close()
-		return "", 0, nil, nil, fmt.Errorf("%s is a directory", path)
-	}
-	size = -1
-	if st.Mode().IsRegular() {
-		size = st.Size()
-	}
-	return path, size, f, func() { f.Close() }, nil
-}
-
-// traceNameOf names a trace after its input file: the base name without
-// compression and format extensions ("runs/sort.mtrace.gz" → "sort"), or
-// the format's name for standard input.
-func traceNameOf(path, format string) string {
-	if path == "-" {
-		return format
-	}
-	name := filepath.Base(path)
-	for _, ext := range []string{".gz", ".zst", ".jsonl", ".json", ".pickle", ".pkl", ".log", ".txt", ".mtrace", ".rep"} {
-		name = strings.TrimSuffix(name, ext)
-	}
-	if name == "" || name == "." {
-		return format
-	}
-	return name
-}
-
 // printImportSummary prints the warnings, then one line: "imported 428
 // events (221 allocs, 207 frees; 3 frees ... dropped), peak live 16.9 KiB,
 // to t.jsonl".
@@ -331,17 +287,17 @@ func printImportSummary(w io.Writer, verb string, res importResult, dest string)
 
 // describe says "428 events (221 allocs, 207 frees; ...), peak live 16.9 KiB".
 func (res importResult) describe() string {
-	detail := plural(res.allocs, "alloc", "allocs") + ", " + plural(res.frees, "free", "frees")
+	detail := report.Plural(res.allocs, "alloc", "allocs") + ", " + report.Plural(res.frees, "free", "frees")
 	if len(res.notes) > 0 {
 		detail += "; " + strings.Join(res.notes, ", ")
 	}
-	return fmt.Sprintf("%s (%s), peak live %s", plural(res.events, "event", "events"), detail, report.Bytes(res.peakLiveBytes))
+	return fmt.Sprintf("%s (%s), peak live %s", report.Plural(res.events, "event", "events"), detail, report.Bytes(res.peakLiveBytes))
 }
 
 // printConversionNote says, after a recording was replayed as it is, what
 // its import made of it: the same summary as bfcsim import's, so that the
 // device, the start state and what was dropped are known.
-func printConversionNote(w io.Writer, t *openedTrace) {
+func printConversionNote(w io.Writer, t *input.File) {
 	st := t.Stats()
 	if st == nil {
 		return
@@ -350,19 +306,11 @@ func printConversionNote(w io.Writer, t *openedTrace) {
 		if f.format == t.Format {
 			res := f.summarize(st)
 			for _, msg := range res.warnings {
-				fmt.Fprintf(w, "bfcsim: warning: %s: %s\n", t.path, msg)
+				fmt.Fprintf(w, "bfcsim: warning: %s: %s\n", t.Path, msg)
 			}
-			fmt.Fprintf(w, "converted %s (%s) on the fly: %s\n", t.path, t.Format, res.describe())
+			fmt.Fprintf(w, "converted %s (%s) on the fly: %s\n", t.Path, t.Format, res.describe())
 		}
 	}
-}
-
-// plural says "1 event" or "1,234 events".
-func plural(n int64, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return report.Count(n) + " " + many
 }
 
 // countNote appends "N what" to notes, unless n is 0.
@@ -370,7 +318,7 @@ func countNote(notes []string, n int64, one, many string) []string {
 	if n == 0 {
 		return notes
 	}
-	return append(notes, plural(n, one, many))
+	return append(notes, report.Plural(n, one, many))
 }
 
 // skippedWarnings turns the errors skipped under --skip-invalid into

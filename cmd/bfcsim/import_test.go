@@ -189,19 +189,6 @@ func TestImportHelpListsFormats(t *testing.T) {
 	assert.Regexp(t, `--allocator string\s+tensorflow:`, out)
 }
 
-func TestTraceNameOf(t *testing.T) {
-	for path, want := range map[string]string{
-		"runs/sort.mtrace.gz": "sort",
-		"short1-bal.rep":      "short1-bal",
-		"log":                 "log",
-		"x/.gz":               "mtrace",
-		"-":                   "mtrace",
-		"snapshot.pickle.zst": "snapshot",
-	} {
-		assert.Equal(t, want, traceNameOf(path, "mtrace"), path)
-	}
-}
-
 // bfcsim --help names every allocator and every recording format.
 func TestRootHelpListsAllocatorsAndFormats(t *testing.T) {
 	code, out, _ := cli(t, "", "--help")

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/bfcsim/bfcsim/diagnose"
 )
 
 const pytorchOOM = "../../diagnose/pytorchoom/testdata/"
@@ -117,13 +119,13 @@ func TestInspectPyTorchOOMErrors(t *testing.T) {
 
 // A TensorFlow log on standard input still reads as one when a long
 // stretch of other text comes first: what the scan for a PyTorch message
-// read is kept, past spoolMemBytes in a temporary file, and given to the
+// read is kept, past diagnose.SpoolMemBytes in a temporary file, and given to the
 // TensorFlow reader.
 func TestInspectTFLogAfterLongStdin(t *testing.T) {
 	raw, err := os.ReadFile("testdata/tf-oom.log")
 	require.NoError(t, err)
-	junk := strings.Repeat("step 1000 loss 0.25 lr 1e-4 tokens/s 12345.6 ........................\n", spoolMemBytes/64+1000)
-	require.Greater(t, len(junk), spoolMemBytes)
+	junk := strings.Repeat("step 1000 loss 0.25 lr 1e-4 tokens/s 12345.6 ........................\n", diagnose.SpoolMemBytes/64+1000)
+	require.Greater(t, len(junk), diagnose.SpoolMemBytes)
 	code, out, stderr := cli(t, junk+string(raw), "inspect", "-")
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "GPU_0_bfc")

@@ -306,7 +306,7 @@ func runReplay(cmd *cobra.Command, e *env, o *replayOptions, paths []string) err
 
 func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs []sim.AllocatorSpec,
 	capacity uint64, spaceOpts allocators.Options) (report.TraceRun, error) {
-	t, err := openTrace(cmd.Context(), e, path, input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator,
+	t, err := input.OpenFile(cmd.Context(), path, e.stdin, input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator,
 		Frames: o.frameRule(), CallSites: true})
 	if err != nil {
 		return report.TraceRun{}, err
@@ -332,15 +332,15 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 	// The device the recording's addresses need, unless --set says otherwise.
 	setup.Apply(&cfg)
 	// The planner reads the trace twice; a pipe cannot be read again.
-	if path != "-" && t.size >= 0 {
-		var reopened []*openedTrace
+	if path != "-" && t.Size >= 0 {
+		var reopened []*input.File
 		defer func() {
 			for _, r := range reopened {
 				r.Close()
 			}
 		}()
 		cfg.Reread = func() (sim.Source, error) {
-			r, err := openTrace(cmd.Context(), e, path, input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator, Frames: o.frameRule()})
+			r, err := input.OpenFile(cmd.Context(), path, e.stdin, input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator, Frames: o.frameRule()})
 			if err != nil {
 				return nil, err
 			}
@@ -357,9 +357,9 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 		cfg.Events = events.writer
 	}
 	var src sim.Source = t
-	p := newProgress(e, path, t.size, t.BytesRead, o.quiet)
+	p := newProgress(e, path, t.Size, t.BytesRead, o.quiet)
 	if p != nil {
-		src = &progressSource{openedTrace: t, p: p}
+		src = &progressSource{File: t, p: p}
 		defer p.finish()
 	}
 	results, err := sim.Replay(cmd.Context(), src, cfg)

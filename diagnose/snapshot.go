@@ -1,4 +1,4 @@
-package main
+package diagnose
 
 import (
 	"context"
@@ -15,12 +15,12 @@ import (
 	"github.com/bfcsim/bfcsim/trace/input"
 )
 
-// snapshotCheck is what `inspect MESSAGE --snapshot SNAPSHOT` adds to the
+// SnapshotCheck is what `inspect MESSAGE --snapshot SNAPSHOT` adds to the
 // reading of a PyTorch out-of-memory message: the snapshot of the same run
 // replayed by the pytorch model under the limit the message describes,
 // the call sites live at the failure, and whether other settings would
 // have served the request.
-type snapshotCheck struct {
+type SnapshotCheck struct {
 	Path string `json:"path"`
 	// LimitBytes is what the model may reserve: the message's allowed
 	// bytes, else the snapshot's own (held at the failure + free on the
@@ -36,12 +36,12 @@ type snapshotCheck struct {
 	// settings: the request, why, and what was live, by call site.
 	Failed *report.Held `json:"failed"`
 	// WhatIfs are the same program and limit under other settings.
-	WhatIfs []whatIfCheck `json:"what_ifs"`
+	WhatIfs []WhatIfCheck `json:"what_ifs"`
 }
 
-// whatIfCheck is one setting tried: Served says every allocation was
+// WhatIfCheck is one setting tried: Served says every allocation was
 // served, the one the program failed included.
-type whatIfCheck struct {
+type WhatIfCheck struct {
 	Settings          string `json:"settings"`
 	Served            bool   `json:"served"`
 	FailedAllocs      int64  `json:"failed_allocs"`
@@ -58,9 +58,11 @@ var snapshotWhatIfs = []struct{ conf, key, value string }{
 	{"garbage_collection_threshold:0.6", "garbage_collection_threshold", "0.6"},
 }
 
-// checkSnapshot replays the snapshot at path against the message rep.
-func checkSnapshot(ctx context.Context, e *env, path string, rep *pytorchoom.Report) (*snapshotCheck, error) {
-	t, err := openTrace(ctx, e, path, input.Options{CallSites: true})
+// CheckSnapshot replays the snapshot at path ("-" for stdin) against the
+// message rep: under the limit the message describes, with the recorded
+// settings and then with each of snapshotWhatIfs.
+func CheckSnapshot(ctx context.Context, path string, stdin io.Reader, rep *pytorchoom.Report) (*SnapshotCheck, error) {
+	t, err := input.OpenFile(ctx, path, stdin, input.Options{CallSites: true})
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +75,7 @@ func checkSnapshot(ctx context.Context, e *env, path string, rep *pytorchoom.Rep
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	c := &snapshotCheck{Path: path}
+	c := &SnapshotCheck{Path: path}
 	p := rep.PyTorch
 	capacity := setup.Capacity(0)
 	deviceHadRoom := rep.Figures["free"] != nil && rep.Figures["request"] != nil &&
@@ -87,7 +89,7 @@ func checkSnapshot(ctx context.Context, e *env, path string, rep *pytorchoom.Rep
 		// (or the paste cut off): more than what PyTorch held reserved
 		// at the failure, less than that plus the request. The top of
 		// that range refuses the fewest other allocations.
-		held, ok, err := reservedAtRecordedOOM(ctx, e, path)
+		held, ok, err := reservedAtRecordedOOM(ctx, path, stdin)
 		if err != nil {
 			return nil, err
 		}
@@ -115,7 +117,7 @@ func checkSnapshot(ctx context.Context, e *env, path string, rep *pytorchoom.Rep
 	// The recorded settings first, on the trace open already, then each
 	// what-if on the snapshot read again (an allocator runs once per
 	// replay).
-	replayWith := func(t *openedTrace, opts allocators.Options) (report.Result, report.Trace, error) {
+	replayWith := func(t *input.File, opts allocators.Options) (report.Result, report.Trace, error) {
 		opts["memory_limit"] = limit
 		cfg := sim.Config{
 			Allocators: []sim.AllocatorSpec{{Name: "pytorch", Options: opts}},
@@ -144,7 +146,7 @@ func checkSnapshot(ctx context.Context, e *env, path string, rep *pytorchoom.Rep
 		if v, ok := setup.Recorded.Options[w.key]; ok && strings.EqualFold(v, w.value) {
 			continue // the run had it already
 		}
-		again, err := openTrace(ctx, e, path, input.Options{})
+		again, err := input.OpenFile(ctx, path, stdin, input.Options{})
 		if err != nil {
 			return nil, err
 		}
@@ -153,14 +155,14 @@ func checkSnapshot(ctx context.Context, e *env, path string, rep *pytorchoom.Rep
 		if err != nil {
 			return nil, err
 		}
-		c.WhatIfs = append(c.WhatIfs, whatIfCheck{Settings: w.conf, Served: r.FailedAllocs == 0,
+		c.WhatIfs = append(c.WhatIfs, WhatIfCheck{Settings: w.conf, Served: r.FailedAllocs == 0,
 			FailedAllocs: r.FailedAllocs, PeakReservedBytes: r.PeakReservedBytes})
 	}
 	return c, nil
 }
 
-// writeSnapshotCheck writes c under the message's reading.
-func writeSnapshotCheck(w io.Writer, c *snapshotCheck) {
+// WriteSnapshotCheck writes c as text, to follow the message's reading.
+func WriteSnapshotCheck(w io.Writer, c *SnapshotCheck) {
 	fmt.Fprintf(w, "\nwith the snapshot %s, replayed by the pytorch model under a limit of %s (%s):\n",
 		c.Path, report.Bytes(c.LimitBytes), c.LimitFrom)
 	if !c.Reproduced || c.Failed == nil {
@@ -179,12 +181,12 @@ func writeSnapshotCheck(w io.Writer, c *snapshotCheck) {
 			report.Bytes(f.ReservedBytes), report.Bytes(f.LiveBytes), report.Bytes(f.CachedFreeBytes), report.Bytes(f.LargestFreeBytes))
 		fmt.Fprintln(w, "  live at the failure, by call site:")
 		for _, s := range f.CallSites {
-			fmt.Fprintf(w, "    %10s  %s (%s)\n", report.Bytes(s.Bytes), s.CallSite, plural(s.Count, "allocation", "allocations"))
+			fmt.Fprintf(w, "    %10s  %s (%s)\n", report.Bytes(s.Bytes), s.CallSite, report.Plural(s.Count, "allocation", "allocations"))
 		}
 	}
 	fmt.Fprintln(w, "  the same program under the same limit, with:")
 	for _, wi := range c.WhatIfs {
-		verdict := fmt.Sprintf("still fails (%s)", plural(wi.FailedAllocs, "failed allocation", "failed allocations"))
+		verdict := fmt.Sprintf("still fails (%s)", report.Plural(wi.FailedAllocs, "failed allocation", "failed allocations"))
 		if wi.Served {
 			verdict = "serves every allocation, the failed one included"
 		}
@@ -195,8 +197,8 @@ func writeSnapshotCheck(w io.Writer, c *snapshotCheck) {
 // reservedAtRecordedOOM reads the snapshot's trace up to the allocation
 // the program failed (its trace.RecordedOOMMark) and returns the bytes its
 // recorded segments held then; ok is false when it has no such mark.
-func reservedAtRecordedOOM(ctx context.Context, e *env, path string) (held uint64, ok bool, err error) {
-	t, err := openTrace(ctx, e, path, input.Options{})
+func reservedAtRecordedOOM(ctx context.Context, path string, stdin io.Reader) (held uint64, ok bool, err error) {
+	t, err := input.OpenFile(ctx, path, stdin, input.Options{})
 	if err != nil {
 		return 0, false, err
 	}

@@ -1,0 +1,109 @@
+package input
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Raw is an input opened for reading, before its format is known: a file,
+// or standard input.
+type Raw struct {
+	io.Reader
+	// Name is what messages call the input: its path, or "stdin".
+	Name string
+	// Size is its bytes on disk, or -1 when that is not known (standard
+	// input, a pipe, a device).
+	Size int64
+	file *os.File // nil for standard input
+}
+
+// OpenRaw opens path for reading; "-" is stdin, which Close leaves open.
+// A directory is refused.
+func OpenRaw(path string, stdin io.Reader) (*Raw, error) {
+	if path == "-" {
+		return &Raw{Reader: stdin, Name: "stdin", Size: -1}, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if st.IsDir() {
+		f.Close()
+		return nil, fmt.Errorf("%s is a directory", path)
+	}
+	r := &Raw{Reader: f, Name: path, Size: -1, file: f}
+	if st.Mode().IsRegular() {
+		r.Size = st.Size()
+	}
+	return r, nil
+}
+
+// Close closes the file; standard input stays open.
+func (r *Raw) Close() error {
+	if r.file != nil {
+		return r.file.Close()
+	}
+	return nil
+}
+
+// File is a file, or standard input, opened as a trace: a Stream, with
+// where it came from.
+type File struct {
+	*Stream
+	// Path is as it was given: a file's, or "-" for standard input.
+	Path string
+	// Size is the bytes on disk, or -1 when that is not known.
+	Size int64
+	raw  *Raw
+}
+
+// OpenFile opens path ("-" for stdin) as a trace, recognising a recording
+// by its content and converting it on the fly (Open). A converted
+// recording's trace is named after the file (NameOf), and a PyTorch
+// snapshot's device is the one with the most trace entries: opt's Name and
+// Device are set so. Close closes the Stream and the file.
+func OpenFile(ctx context.Context, path string, stdin io.Reader, opt Options) (*File, error) {
+	raw, err := OpenRaw(path, stdin)
+	if err != nil {
+		return nil, err
+	}
+	opt.Name, opt.Device = NameOf(path, "stdin"), -1
+	s, err := Open(ctx, raw, raw.Name, opt)
+	if err != nil {
+		raw.Close()
+		return nil, err
+	}
+	return &File{Stream: s, Path: path, Size: raw.Size, raw: raw}, nil
+}
+
+// Close stops the conversion and closes the file.
+func (f *File) Close() error {
+	f.Stream.Close()
+	return f.raw.Close()
+}
+
+// NameOf names a trace after its input file: the base name without
+// compression and format extensions ("runs/sort.mtrace.gz" → "sort"), or
+// fallback for standard input ("-") and a name that would be empty.
+func NameOf(path, fallback string) string {
+	if path == "-" {
+		return fallback
+	}
+	name := filepath.Base(path)
+	for _, ext := range []string{".gz", ".zst", ".jsonl", ".json", ".pickle", ".pkl", ".log", ".txt", ".mtrace", ".rep"} {
+		name = strings.TrimSuffix(name, ext)
+	}
+	if name == "" || name == "." {
+		return fallback
+	}
+	return name
+}
