@@ -35,4 +35,10 @@
 //
 // Each file opens with its design: strategy, data structures, the allocate
 // and free paths, costs, and where it departs from its reference.
+//
+// Beside the strategies: the spaces (virtual.go, host.go, cuda.go over the
+// driver binding in cudadrv), Calibrate, which fits the virtual device's
+// cost model to a real GPU's calls (calibrate.go), bfcstate, the BFC pool's
+// state that bfc describes itself as, and internal/, the trees the
+// strategies search.
 package allocators

@@ -568,7 +568,7 @@ func (p *PyTorch) mapFor(ei int32, lo, size uint64) (int32, bool) {
 				return noChunk, false
 			}
 			p.diverge("the device, %s, cannot map the program's next pages (%s at %#x; %s reserved)",
-				ptBytes(p.space.Capacity()), ptBytes(n), lo, ptBytes(p.space.Stats().ReservedBytes))
+				iecBytes(p.space.Capacity()), iecBytes(n), lo, iecBytes(p.space.Stats().ReservedBytes))
 			return noChunk, false
 		}
 		if !recorded {
@@ -594,7 +594,7 @@ func (p *PyTorch) placeExpandable(n, page uint64) (addr uint64, lump, ok, record
 				return addr, false, true, true
 			}
 			p.diverge("the device, %s, cannot map the program's new expandable segment (%s at %#x)",
-				ptBytes(p.space.Capacity()), ptBytes(n), addr)
+				iecBytes(p.space.Capacity()), iecBytes(n), addr)
 			if p.overCapacity(n) {
 				return 0, false, false, false
 			}

@@ -55,16 +55,17 @@ func (a ptAction) String() string {
 	case a.release && a.size == 0:
 		return fmt.Sprintf("released the segment at %#x", a.addr)
 	case a.release:
-		return fmt.Sprintf("released %s at %#x", ptBytes(a.size), a.addr)
+		return fmt.Sprintf("released %s at %#x", iecBytes(a.size), a.addr)
 	default:
-		return fmt.Sprintf("reserved %s at %#x", ptBytes(a.size), a.addr)
+		return fmt.Sprintf("reserved %s at %#x", iecBytes(a.size), a.addr)
 	}
 }
 
-// ptBytes is n in IEC units, for the reasons Decisions gives: a size in
-// MiB or more with two decimals, as the reports write them ("13.61 GiB":
-// a limit 2 MiB below another must not read the same).
-func ptBytes(n uint64) string {
+// iecBytes is n in IEC units, for the messages of allocators (the reasons
+// Decisions gives, a calibration's): a size in MiB or more with two
+// decimals, as the reports write them ("13.61 GiB": a limit 2 MiB below
+// another must not read the same).
+func iecBytes(n uint64) string {
 	if n < 1<<20 {
 		return humanize.IBytes(n)
 	}
@@ -181,11 +182,11 @@ func (p *PyTorch) afterAllocation(size uint64, failed bool) {
 	}
 	switch a, ok := p.scriptHead(); {
 	case ok:
-		p.diverge("for a %s request the program %s, which the model did not", ptBytes(size), a)
+		p.diverge("for a %s request the program %s, which the model did not", iecBytes(size), a)
 	case failed && !p.oomNext:
-		p.diverge("the model failed a %s request the program served", ptBytes(size))
+		p.diverge("the model failed a %s request the program served", iecBytes(size))
 	case !failed && p.oomNext:
-		p.diverge("the model served a %s request the program failed", ptBytes(size))
+		p.diverge("the model served a %s request the program failed", iecBytes(size))
 	}
 }
 
@@ -229,10 +230,10 @@ func (p *PyTorch) expectReserve(size uint64, stream int64) (addr uint64, ok bool
 	case !has && p.oomNext:
 		return 0, false // the program failed here: see afterAllocation
 	case !has:
-		p.diverge("the model reserved a %s segment where the program reserved none", ptBytes(size))
+		p.diverge("the model reserved a %s segment where the program reserved none", iecBytes(size))
 		return 0, false
 	case a.release || a.size != size || a.stream != stream:
-		p.diverge("the model reserved a %s segment where the program %s", ptBytes(size), a)
+		p.diverge("the model reserved a %s segment where the program %s", iecBytes(size), a)
 		return 0, false
 	}
 	p.script = p.script[1:]
@@ -261,7 +262,7 @@ func (p *PyTorch) expectMap(addr, size uint64) bool {
 	if has {
 		what = a.String()
 	}
-	p.diverge("the model mapped %s at %#x where the program %s", ptBytes(size), addr, what)
+	p.diverge("the model mapped %s at %#x where the program %s", iecBytes(size), addr, what)
 	return false
 }
 
@@ -301,7 +302,7 @@ func (p *PyTorch) expectNewES(size uint64) (addr uint64, ok bool) {
 		if has {
 			what = a.String()
 		}
-		p.diverge("the model started an expandable segment with %s where the program %s", ptBytes(size), what)
+		p.diverge("the model started an expandable segment with %s where the program %s", iecBytes(size), what)
 		return 0, false
 	}
 	p.script = p.script[n:]
@@ -325,7 +326,7 @@ func (p *PyTorch) expectRelease(addr, size uint64, whole bool) {
 	if has {
 		what = a.String()
 	}
-	p.diverge("the model released %s at %#x where the program %s", ptBytes(size), addr, what)
+	p.diverge("the model released %s at %#x where the program %s", iecBytes(size), addr, what)
 }
 
 // skipProgramReleases makes the releases at the head of the script when
@@ -353,11 +354,11 @@ func (p *PyTorch) refusedByLimit(size uint64) {
 	}
 	if ok {
 		p.diverge("the program's next segment (%s) does not fit under the memory limit of %s (%s reserved)",
-			ptBytes(a.size), ptBytes(p.allowedMax), ptBytes(p.totalAllocated))
+			iecBytes(a.size), iecBytes(p.allowedMax), iecBytes(p.totalAllocated))
 		return
 	}
 	p.diverge("a %s segment does not fit under the memory limit of %s (%s reserved)",
-		ptBytes(size), ptBytes(p.allowedMax), ptBytes(p.totalAllocated))
+		iecBytes(size), iecBytes(p.allowedMax), iecBytes(p.totalAllocated))
 }
 
 // placedRecorded reserves the fixed segment [addr, addr+size) where the
@@ -370,9 +371,9 @@ func (p *PyTorch) placedRecorded(addr, size uint64) bool {
 	}
 	if p.overCapacity(size) {
 		p.diverge("the device, %s, cannot hold the program's next segment (%s; %s reserved)",
-			ptBytes(p.space.Capacity()), ptBytes(size), ptBytes(p.space.Stats().ReservedBytes))
+			iecBytes(p.space.Capacity()), iecBytes(size), iecBytes(p.space.Stats().ReservedBytes))
 		return false
 	}
-	p.diverge("the device cannot place the program's %s segment at %#x", ptBytes(size), addr)
+	p.diverge("the device cannot place the program's %s segment at %#x", iecBytes(size), addr)
 	return false
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bfcsim/bfcsim/allocators"
 	"github.com/bfcsim/bfcsim/allocators/cudadrv"
 )
 
@@ -163,7 +164,7 @@ func TestCalibrateOnFakeGPU(t *testing.T) {
 
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
-	var c Calibration
+	var c allocators.Calibration
 	require.NoError(t, json.Unmarshal(data, &c))
 	assert.Len(t, c.Segments, 3)
 	assert.Len(t, c.Space, 8)
