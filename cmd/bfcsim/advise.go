@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bfcsim/bfcsim/internal/outfile"
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/search"
 )
@@ -89,7 +90,7 @@ func runAdvise(cmd *cobra.Command, e *env, o *adviseOptions, path string) error 
 	}
 	rep := report.NewAdvise(s.name, path, s.tr.Capacity(), adv, o.gpuBytes)
 	if o.out != "" {
-		if err := writeFileAtomic(o.out, func(w io.Writer) error { return report.RenderAdvise(w, rep, "json") }); err != nil {
+		if err := outfile.Write(o.out, func(w io.Writer) error { return report.RenderAdvise(w, rep, "json") }); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/internal/outfile"
 	"github.com/bfcsim/bfcsim/report"
 )
 
@@ -107,7 +108,7 @@ func runCalibrate(cmd *cobra.Command, e *env, o *calibrateOptions) error {
 	if o.out == "-" {
 		return nil
 	}
-	if err := writeFileAtomic(o.out, func(w io.Writer) error {
+	if err := outfile.Write(o.out, func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", " ")
 		return enc.Encode(c)

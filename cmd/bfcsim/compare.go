@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bfcsim/bfcsim/internal/outfile"
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/trace"
 )
@@ -237,7 +238,7 @@ func writeReportFile(path string, rep report.Report) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, func(w io.Writer) error { return report.WriteJSON(w, rep) })
+	return outfile.Write(path, func(w io.Writer) error { return report.WriteJSON(w, rep) })
 }
 
 // nothingToCompare says why a run and a baseline have no result in common.

@@ -1,117 +1,19 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/google/renameio/v2"
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/trace"
 	"github.com/bfcsim/bfcsim/trace/input"
 )
-
-// writeFileAtomic writes path through fn: into a temporary file on the same
-// file system, renamed over path only if fn and every write succeed, so a
-// failed run never leaves a half-written file that looks complete. A .gz or
-// .zst path is compressed. A path that exists and is not a regular file (a
-// FIFO, /dev/stdout, a terminal) is written directly: renaming over it would
-// replace it.
-func writeFileAtomic(path string, fn func(w io.Writer) error) error {
-	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
-		if st.IsDir() {
-			return fmt.Errorf("%s is a directory", path)
-		}
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
-			return err
-		}
-		werr := writeCompressed(f, path, fn)
-		if cerr := f.Close(); werr == nil && cerr != nil {
-			werr = fmt.Errorf("writing %s: %w", path, cerr)
-		}
-		return werr
-	}
-	pf, err := renameio.NewPendingFile(path, renameio.WithPermissions(0o644), renameio.WithExistingPermissions())
-	if err != nil {
-		return fmt.Errorf("creating %s: %w", path, err)
-	}
-	defer pf.Cleanup()
-	if err := writeCompressed(pf, path, fn); err != nil {
-		return err
-	}
-	if err := pf.CloseAtomicallyReplace(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
-}
-
-// outputDir writes a command's files into a directory, each atomically,
-// stopping between files once ctx is done. If the command then fails (or
-// is interrupted) before it is complete, abandon takes back every file it
-// wrote and the directory if it made it, so that a failed run leaves no
-// output of its own.
-type outputDir struct {
-	ctx     context.Context
-	dir     string
-	made    bool // the directory did not exist before
-	written []string
-}
-
-func newOutputDir(ctx context.Context, dir string) (*outputDir, error) {
-	_, err := os.Stat(dir)
-	made := os.IsNotExist(err)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	return &outputDir{ctx: ctx, dir: dir, made: made}, nil
-}
-
-// write writes the file name in the directory through fn.
-func (o *outputDir) write(name string, fn func(w io.Writer) error) error {
-	if err := o.ctx.Err(); err != nil {
-		return err
-	}
-	path := filepath.Join(o.dir, name)
-	if err := writeFileAtomic(path, fn); err != nil {
-		return err
-	}
-	o.written = append(o.written, path)
-	return nil
-}
-
-// abandon removes what the command wrote, and the directory if it made it
-// and nothing else is in it.
-func (o *outputDir) abandon() {
-	for _, p := range o.written {
-		_ = os.Remove(p)
-	}
-	if o.made {
-		_ = os.Remove(o.dir) // fails, as it should, if anything else is there
-	}
-}
-
-// writeCompressed runs fn on w, compressed as path's extension says.
-func writeCompressed(w io.Writer, path string, fn func(w io.Writer) error) error {
-	zw, err := trace.NewCompressWriter(w, trace.CompressionForPath(path))
-	if err != nil {
-		return err
-	}
-	if err := fn(zw); err != nil {
-		return err
-	}
-	if err := zw.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
-}
 
 // checkOutputs refuses, before any work is done, output paths that would
 // fail at the end or destroy something: a directory where a file must go, a

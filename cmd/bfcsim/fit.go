@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/internal/outfile"
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/search"
 	"github.com/bfcsim/bfcsim/sim"
@@ -163,7 +164,7 @@ func runFit(cmd *cobra.Command, e *env, o *fitOptions, path string) error {
 	rep := report.NewFit(s.name, path, s.tr, results, o.gpuBytes)
 	rep.MaxBytes = maxBytes
 	if o.out != "" {
-		if err := writeFileAtomic(o.out, func(w io.Writer) error { return report.RenderFit(w, rep, "json") }); err != nil {
+		if err := outfile.Write(o.out, func(w io.Writer) error { return report.RenderFit(w, rep, "json") }); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/internal/outfile"
 	"github.com/bfcsim/bfcsim/trace"
 	"github.com/bfcsim/bfcsim/trace/gen"
 )
@@ -90,7 +91,7 @@ func newGenWorkloadCmd(e *env, name string) *cobra.Command {
 			if err := checkOutputs(nil, "", out); err != nil {
 				return err
 			}
-			return writeFileAtomic(out, write)
+			return outfile.Write(out, write)
 		},
 	}
 	cmd.Flags().StringVarP(&out, "out", "o", "", "output file (.gz or .zst to compress; default standard output)")

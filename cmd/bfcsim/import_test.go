@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/internal/outfile"
 	"github.com/bfcsim/bfcsim/trace"
 )
 
@@ -127,7 +128,7 @@ func TestImportCompressedAndStdin(t *testing.T) {
 
 	// A compressed input is decompressed.
 	gz := filepath.Join(dir, "log.mtrace.gz")
-	require.NoError(t, writeFileAtomic(gz, func(w io.Writer) error {
+	require.NoError(t, outfile.Write(gz, func(w io.Writer) error {
 		_, err := io.WriteString(w, mtraceLog)
 		return err
 	}))

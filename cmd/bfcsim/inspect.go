@@ -11,6 +11,7 @@ import (
 	"github.com/bfcsim/bfcsim/diagnose"
 	"github.com/bfcsim/bfcsim/diagnose/bfcdump"
 	"github.com/bfcsim/bfcsim/diagnose/pytorchoom"
+	"github.com/bfcsim/bfcsim/internal/outfile"
 	"github.com/bfcsim/bfcsim/internal/sticky"
 )
 
@@ -171,7 +172,7 @@ func writeBFC(cmd *cobra.Command, o *inspectOptions, snap *bfcdump.Snapshot) err
 		if err != nil {
 			return err
 		}
-		if err := writeFileAtomic(o.export, func(w io.Writer) error {
+		if err := outfile.Write(o.export, func(w io.Writer) error {
 			_, err := w.Write(data)
 			return err
 		}); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bfcsim/bfcsim/internal/outfile"
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/trace"
 )
@@ -94,12 +95,12 @@ func runMerge(cmd *cobra.Command, o *mergeOptions, paths []string) error {
 		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(o.out, func(w io.Writer) error { return report.WriteSweepJSON(w, sw) }); err != nil {
+		if err := outfile.Write(o.out, func(w io.Writer) error { return report.WriteSweepJSON(w, sw) }); err != nil {
 			return err
 		}
 	}
 	if o.dir != "" {
-		if err := writeSweepDir(cmd.Context(), o.dir, sw, o.metric); err != nil {
+		if err := report.WriteSweepDir(cmd.Context(), o.dir, sw, o.metric); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bfcsim/bfcsim/internal/outfile"
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/sim"
 )
@@ -121,7 +122,7 @@ func runPlot(cmd *cobra.Command, e *env, o *plotOptions, path string) error {
 	if report.PerAllocator(o.kind) {
 		opt.Allocator = o.allocators[0]
 	}
-	return writeFileAtomic(o.out, func(w io.Writer) error {
+	return outfile.Write(o.out, func(w io.Writer) error {
 		return report.WritePlot(w, tr, opt, format)
 	})
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -10,47 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/bfcsim/bfcsim/internal/outfile"
+	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/trace"
 	"github.com/bfcsim/bfcsim/trace/mtrace"
 )
-
-// How `bfcsim record` works (docs/recording.md explains it for users):
-//
-//  1. Find a C compiler and compile recordStarter (record/starter.c) into
-//     a shared object in a temporary directory (a few hundred lines of C,
-//     so that bfcsim ships no binary; it takes a fraction of a second).
-//  2. Run the command with it preloaded and MALLOC_TRACE naming a log in
-//     the temporary directory, its standard streams bfcsim's own. The
-//     starter replaces malloc, free and the rest with functions that call
-//     glibc's own (__libc_malloc, ...) and write each call to the log in
-//     glibc's mtrace format, with the caller in the program: the first
-//     frame outside the C and C++ runtime's libraries, so that what
-//     strdup or operator new allocates is the program's line that called
-//     them, not theirs.
-//  3. Convert the log with trace/mtrace, leniently (a program that crashes
-//     leaves a torn last line), to the output trace.
-//
-// Only the started process is traced: its children would otherwise open the
-// same log and truncate it. The starter traces only in a process whose
-// parent is bfcsim, which also follows the process through exec (a launcher
-// script that execs the real program, like pyenv's shims, is recorded as
-// the program); a child it forks stops tracing before it can write into
-// the parent's log.
-
-// recordStarter is the C source of the preloaded starter.
-//
-//go:embed record/starter.c
-var recordStarter string
-
-// recordStopGrace is how long a program has to exit after bfcsim passes on
-// an interrupt, before it is killed.
-const recordStopGrace = 10 * time.Second
 
 type recordOptions struct {
 	out    string
@@ -120,32 +86,17 @@ func runRecord(cmd *cobra.Command, e *env, o *recordOptions, argv []string) erro
 	if err != nil {
 		return fmt.Errorf("cannot run %s: %w", argv[0], err)
 	}
-	cc, err := findCompiler()
+	rec, err := mtrace.NewRecorder()
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "bfcsim-record-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	if strings.ContainsAny(dir, " \t\n:") {
-		return fmt.Errorf("the temporary directory %s has a space or colon in its path, which LD_PRELOAD cannot name: set TMPDIR to another directory", dir)
-	}
-	starter, err := buildStarter(cc, dir)
-	if err != nil {
-		return err
-	}
-	logPath := filepath.Join(dir, "mtrace.log")
+	defer rec.Close()
+	logPath := rec.Log()
 
 	// Run the program.
 	ctx := cmd.Context()
-	run := exec.CommandContext(ctx, path, argv[1:]...)
-	run.Args[0] = argv[0]
+	run := rec.Command(ctx, path, argv)
 	run.Stdin, run.Stdout, run.Stderr = e.stdin, e.stdout, e.stderr
-	run.Env = recordEnv(os.Environ(), starter, logPath)
-	run.Cancel = func() error { return run.Process.Signal(os.Interrupt) }
-	run.WaitDelay = recordStopGrace
 	runErr := run.Run()
 	if run.ProcessState == nil { // it never started
 		if ctx.Err() != nil {
@@ -174,37 +125,14 @@ func runRecord(cmd *cobra.Command, e *env, o *recordOptions, argv []string) erro
 	return nil
 }
 
-// recordEnv returns env with the starter preloaded, MALLOC_TRACE and the
-// starter's parent pid set.
-func recordEnv(env []string, starter, logPath string) []string {
-	preload := starter
-	out := make([]string, 0, len(env)+3)
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		switch k {
-		case "LD_PRELOAD":
-			if v != "" {
-				preload += " " + v
-			}
-		case "MALLOC_TRACE", "BFCSIM_RECORD_PARENT":
-		default:
-			out = append(out, kv)
-		}
-	}
-	return append(out,
-		"LD_PRELOAD="+preload,
-		"MALLOC_TRACE="+logPath,
-		"BFCSIM_RECORD_PARENT="+strconv.Itoa(os.Getpid()))
-}
-
 // convertRecording converts the log at logPath to o.out.
-func convertRecording(logPath string, o *recordOptions, prog string, argv []string) (importResult, error) {
+func convertRecording(logPath string, o *recordOptions, prog string, argv []string) (report.Conversion, error) {
 	f, err := os.Open(logPath)
 	if errors.Is(err, os.ErrNotExist) {
-		return importResult{}, fmt.Errorf("%s left no mtrace log: is it statically linked (Go programs often are), setuid, or not using glibc's malloc?", prog)
+		return report.Conversion{}, fmt.Errorf("%s left no mtrace log: is it statically linked (Go programs often are), setuid, or not using glibc's malloc?", prog)
 	}
 	if err != nil {
-		return importResult{}, err
+		return report.Conversion{}, err
 	}
 	defer f.Close()
 	name := o.name
@@ -217,7 +145,7 @@ func convertRecording(logPath string, o *recordOptions, prog string, argv []stri
 		logName = "mtrace log"
 	}
 	var st mtrace.Stats
-	err = writeFileAtomic(o.out, func(w io.Writer) error {
+	err = outfile.Write(o.out, func(w io.Writer) error {
 		var err error
 		st, err = mtrace.Convert(f, logName, trace.NewWriter(w), mtrace.Options{
 			Name:    name,
@@ -231,46 +159,10 @@ func convertRecording(logPath string, o *recordOptions, prog string, argv []stri
 		return err
 	})
 	if err != nil {
-		return importResult{}, err
+		return report.Conversion{}, err
 	}
-	return mtraceResult(st), nil
-}
-
-// findCompiler returns the C compiler to build the starter with: $CC, or
-// the first of cc, gcc and clang on the PATH.
-func findCompiler() (string, error) {
-	if cc := os.Getenv("CC"); cc != "" {
-		path, err := exec.LookPath(cc)
-		if err != nil {
-			return "", fmt.Errorf("$CC is %q, which cannot be run: %w", cc, err)
-		}
-		return path, nil
-	}
-	for _, cc := range []string{"cc", "gcc", "clang"} {
-		if path, err := exec.LookPath(cc); err == nil {
-			return path, nil
-		}
-	}
-	return "", errors.New("record needs a C compiler (cc, gcc or clang on the PATH, or $CC) to build the library it preloads; install one, or record by hand as docs/recording.md shows")
-}
-
-// buildStarter compiles recordStarter into dir and returns the shared
-// object's path.
-func buildStarter(cc, dir string) (string, error) {
-	src := filepath.Join(dir, "bfcsim-record.c")
-	so := filepath.Join(dir, "bfcsim-record.so")
-	if err := os.WriteFile(src, []byte(recordStarter), 0o644); err != nil {
-		return "", err
-	}
-	out, err := exec.Command(cc, "-shared", "-fPIC", "-O2", "-o", so, src).CombinedOutput()
-	if err != nil {
-		msg, _, _ := strings.Cut(strings.TrimSpace(string(bytes.ToValidUTF8(out, nil))), "\n")
-		if msg == "" {
-			msg = err.Error()
-		}
-		return "", fmt.Errorf("building the recording library with %s: %s", cc, msg)
-	}
-	return so, nil
+	res, _ := report.NewConversion(st)
+	return res, nil
 }
 
 // copyFile copies src to dst, atomically, compressed if dst ends in .gz or
@@ -281,7 +173,7 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	defer f.Close()
-	return writeFileAtomic(dst, func(w io.Writer) error {
+	return outfile.Write(dst, func(w io.Writer) error {
 		if _, err := io.Copy(w, f); err != nil {
 			return fmt.Errorf("writing %s: %w", dst, err)
 		}

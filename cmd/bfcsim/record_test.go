@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bfcsim/bfcsim/trace"
+	"github.com/bfcsim/bfcsim/trace/mtrace"
 )
 
 // requireRecorder skips the test where bfcsim record cannot work (no C
@@ -20,7 +21,7 @@ import (
 // test must run.
 func requireRecorder(t *testing.T) {
 	t.Helper()
-	_, err := findCompiler()
+	_, err := mtrace.FindCompiler()
 	if err == nil {
 		_, err = exec.LookPath("sort")
 	}
@@ -153,17 +154,6 @@ func TestRecordWithoutCompiler(t *testing.T) {
 	assertUsageError(t, []string{"record", "-o", filepath.Join(t.TempDir(), "x.jsonl"), "--", "true"}, "$CC is ")
 }
 
-func TestRecordEnv(t *testing.T) {
-	env := recordEnv([]string{"HOME=/root", "LD_PRELOAD=/opt/mine.so", "MALLOC_TRACE=/old", "BFCSIM_RECORD_PARENT=1"},
-		"/tmp/s.so", "/tmp/log")
-	assert.Equal(t, []string{
-		"HOME=/root",
-		"LD_PRELOAD=/tmp/s.so /opt/mine.so",
-		"MALLOC_TRACE=/tmp/log",
-		fmt.Sprintf("BFCSIM_RECORD_PARENT=%d", os.Getpid()),
-	}, env)
-}
-
 // The recorded bundled traces are what the commands in traces/README.md
 // record, byte for byte, on the system they were recorded on: Debian 12, with
 // glibc 2.36 and the sqlite3 shell 3.40.1 (Debian 12's package sqlite3). The
@@ -270,7 +260,7 @@ func buildAndRecord(t *testing.T, compiler, prog, file, src string, flags ...str
 
 func TestRecordPassesOverRuntimeWrappers(t *testing.T) {
 	requireRecorder(t)
-	cc, err := findCompiler()
+	cc, err := mtrace.FindCompiler()
 	require.NoError(t, err)
 	trc, _ := buildAndRecord(t, cc, "wrap", "wrap.c", `#include <stdlib.h>
 #include <string.h>
@@ -318,7 +308,7 @@ int main() { auto *v = make(); for (auto *s : *v) delete s; delete v; }
 // thread's malloc of it.
 func TestRecordThreads(t *testing.T) {
 	requireRecorder(t)
-	cc, err := findCompiler()
+	cc, err := mtrace.FindCompiler()
 	require.NoError(t, err)
 	trc, stderr := buildAndRecord(t, cc, "thr", "thr.c", `#include <pthread.h>
 #include <stdlib.h>

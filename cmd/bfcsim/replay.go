@@ -1,23 +1,15 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/bfcsim/bfcsim/allocators"
-	"github.com/bfcsim/bfcsim/diagnose/bfcdump"
-	"github.com/bfcsim/bfcsim/internal/sticky"
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/sim"
 	"github.com/bfcsim/bfcsim/trace/input"
@@ -297,7 +289,7 @@ func runReplay(cmd *cobra.Command, e *env, o *replayOptions, paths []string) err
 		// give what is free back to the system, before the plots and
 		// dumps are made (docs/performance.md).
 		debug.FreeOSMemory()
-		if err := writeReportDir(cmd.Context(), o.out, rep, runs); err != nil {
+		if err := report.WriteDir(cmd.Context(), o.out, rep, runs); err != nil {
 			return err
 		}
 	}
@@ -348,13 +340,13 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 			return r, nil
 		}
 	}
-	var events *eventsSink
+	var events *report.EventsFile
 	if o.eventsOut != "" {
-		if events, err = newEventsSink(o.eventsOut); err != nil {
+		if events, err = report.NewEventsFile(o.eventsOut); err != nil {
 			return report.TraceRun{}, err
 		}
-		defer events.cleanup()
-		cfg.Events = events.writer
+		defer events.Cleanup()
+		cfg.Events = events.Writer
 	}
 	var src sim.Source = t
 	p := newProgress(e, path, t.Size, t.BytesRead, o.quiet)
@@ -367,7 +359,7 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 		return report.TraceRun{}, err
 	}
 	if events != nil {
-		if err := events.commit(o.allocators); err != nil {
+		if err := events.Commit(o.allocators); err != nil {
 			return report.TraceRun{}, err
 		}
 	}
@@ -398,268 +390,4 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 		CapacityBytes: capacity, Space: o.space, Skipped: t.SkippedErrors(), Results: results,
 		CallSites: t.PeakCallSites(), Stacks: t.Stacks(), Frames: o.frameRule(),
 	}, nil
-}
-
-// writeReportDir writes into dir, each file atomically: the memory dumps of
-// allocators that can describe their pool (TRACE.ALLOCATOR.peak.memdump and,
-// after an out-of-memory, .oom.memdump and .oom.log), every plot as PNG and
-// SVG, timeline.csv, index.html, report.md and, last, report.json, so that
-// a complete report.json means a complete directory. It stops if ctx is
-// done, and a directory it did not complete is left as it was.
-func writeReportDir(ctx context.Context, dir string, rep report.Report, runs []report.TraceRun) (err error) {
-	out, err := newOutputDir(ctx, dir)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			out.abandon()
-		}
-	}()
-	names := make([]string, len(rep.Traces))
-	seen := map[string]int{}
-	for i := range rep.Traces {
-		name := rep.Traces[i].Name
-		if seen[name]++; seen[name] > 1 {
-			name = fmt.Sprintf("%s-%d", name, seen[name]) // two traces of one name
-		}
-		names[i] = name
-	}
-	// The memory dumps are made beside the plots, on every core: a dump
-	// of a large pool is as much work as the plots together.
-	var jobs []*rendered
-	for i := range runs {
-		for j := range runs[i].Results {
-			r := &runs[i].Results[j]
-			files := []struct {
-				kind   string
-				snap   *bfcdump.Snapshot
-				render func(*bfcdump.Snapshot) ([]byte, error)
-			}{
-				{"peak.memdump", bfcdump.FromState(r.PeakSnapshot), bfcdump.Marshal},
-				{"oom.memdump", bfcdump.FromState(r.OOMSnapshot), bfcdump.Marshal},
-				{"oom.log", bfcdump.FromState(r.OOMSnapshot), memoryLog},
-			}
-			for _, f := range files {
-				if f.snap != nil {
-					jobs = append(jobs, &rendered{file: report.DumpFileName(names[i], r.Allocator, f.kind),
-						render: func() ([]byte, error) { return f.render(f.snap) }})
-				}
-			}
-		}
-	}
-	figs, err := writePlots(out, rep, names, jobs)
-	if err != nil {
-		return err
-	}
-	outputs := []struct {
-		name string
-		fn   func(io.Writer) error
-	}{
-		{"timeline.csv", func(w io.Writer) error { return report.WriteTimelineCSV(w, rep) }},
-		{"index.html", func(w io.Writer) error { return report.WriteHTML(w, rep, figs) }},
-		{"report.md", func(w io.Writer) error { return report.WriteMarkdown(w, rep) }},
-		{"report.json", func(w io.Writer) error { return report.WriteJSON(w, rep) }},
-	}
-	for _, o := range outputs {
-		if err := out.write(o.name, o.fn); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// plotTitles caption the plots in index.html.
-var plotTitles = map[string]string{
-	"timeline":      "Bytes live, in use and reserved over the trace",
-	"fragmentation": "Fragmentation over the trace",
-	"latency":       "Latency by percentile",
-	"memmap":        "Every block in address × time",
-	"occupancy":     "The address space at the peak of bytes in use",
-}
-
-// writePlots draws every kind of plot of every trace, as PNG and SVG, into
-// dir and returns them as figures for index.html. A per-allocator plot is
-// left out for an allocator that has nothing to draw (an occupancy map
-// when nothing was ever allocated). The plots are drawn on every core, a
-// plot to a core at a time, after the files of before and beside them;
-// the files are written, and the figures listed, in one fixed order.
-func writePlots(out *outputDir, rep report.Report, names []string, before []*rendered) ([]report.HTMLFigure, error) {
-	type plot struct {
-		trace        int
-		alloc, kind  string
-		format, file string
-		job          *rendered
-	}
-	var plots []*plot
-	for i := range rep.Traces {
-		tr := &rep.Traces[i]
-		for _, kind := range report.PlotKinds {
-			allocs := []string{""}
-			if report.PerAllocator(kind) {
-				allocs = allocs[:0]
-				for j := range tr.Results {
-					if report.Plottable(&tr.Results[j], kind) == nil {
-						allocs = append(allocs, tr.Results[j].Allocator)
-					}
-				}
-			}
-			for _, a := range allocs {
-				for _, format := range report.PlotFormats {
-					p := &plot{trace: i, alloc: a, kind: kind, format: format,
-						file: report.PlotFileName(names[i], a, kind, format)}
-					p.job = &rendered{file: p.file, render: func() ([]byte, error) {
-						var buf bytes.Buffer
-						if err := report.WritePlot(&buf, tr, report.PlotOptions{Kind: p.kind, Allocator: p.alloc}, p.format); err != nil {
-							return nil, fmt.Errorf("plotting %s of %s: %w", p.kind, tr.Name, err)
-						}
-						return buf.Bytes(), nil
-					}}
-					plots = append(plots, p)
-				}
-			}
-		}
-	}
-	jobs := before
-	for _, p := range plots {
-		jobs = append(jobs, p.job)
-	}
-	if err := renderAll(out, jobs); err != nil {
-		return nil, err
-	}
-
-	var figs []report.HTMLFigure
-	for _, p := range plots {
-		// A figure's formats are consecutive: its first starts it.
-		if n := len(figs); n == 0 || figs[n-1].Trace != p.trace || figs[n-1].Allocator != p.alloc || figs[n-1].Kind != p.kind {
-			figs = append(figs, report.HTMLFigure{Trace: p.trace, Allocator: p.alloc, Kind: p.kind, Title: plotTitles[p.kind]})
-		}
-		fig := &figs[len(figs)-1]
-		if p.format == "png" {
-			fig.PNG, fig.PNGFile = p.job.data, p.file
-		} else {
-			fig.SVGFile = p.file
-		}
-	}
-	return figs, nil
-}
-
-// rendered is an output file that render makes in memory.
-type rendered struct {
-	file   string
-	render func() ([]byte, error)
-	data   []byte
-	err    error
-}
-
-// renderAll renders jobs on every core, a job to a core at a time, in
-// order, and then writes their files in that order.
-func renderAll(out *outputDir, jobs []*rendered) error {
-	next := make(chan *rendered)
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
-		wg.Go(func() {
-			for j := range next {
-				if j.err = out.ctx.Err(); j.err == nil {
-					j.data, j.err = j.render()
-				}
-			}
-		})
-	}
-	for _, j := range jobs {
-		next <- j
-	}
-	close(next)
-	wg.Wait()
-	for _, j := range jobs {
-		if j.err != nil {
-			return j.err
-		}
-		if err := out.write(j.file, func(w io.Writer) error {
-			_, err := w.Write(j.data)
-			return err
-		}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// memoryLog renders s as TensorFlow's OOM log.
-func memoryLog(s *bfcdump.Snapshot) ([]byte, error) {
-	var buf bytes.Buffer
-	err := bfcdump.WriteMemoryLog(&buf, s)
-	return buf.Bytes(), err
-}
-
-// eventsSink collects per-event results: each allocator's worker writes its
-// own temporary file, and commit joins them, in allocator order, into the
-// destination, atomically. Nothing is left behind on failure.
-type eventsSink struct {
-	path      string
-	temps     map[string]*os.File
-	createdAt string // the outermost directory it created, or ""
-	committed bool
-}
-
-func newEventsSink(path string) (*eventsSink, error) {
-	s := &eventsSink{path: path, temps: map[string]*os.File{}}
-	dir := filepath.Dir(path)
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil || d == filepath.Dir(d) {
-			break
-		}
-		s.createdAt = d
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// writer is sim.Config.Events. It runs before the workers start, one
-// allocator at a time.
-func (s *eventsSink) writer(allocator string) io.Writer {
-	f, err := os.CreateTemp(filepath.Dir(s.path), ".bfcsim-events-*")
-	if err != nil {
-		return &sticky.Writer{Err: fmt.Errorf("creating a temporary file for --events-out: %w", err)}
-	}
-	s.temps[allocator] = f
-	return f
-}
-
-func (s *eventsSink) commit(order []string) error {
-	err := writeFileAtomic(s.path, func(w io.Writer) error {
-		for _, name := range order {
-			f := s.temps[name]
-			if f == nil {
-				continue
-			}
-			if _, err := f.Seek(0, io.SeekStart); err != nil {
-				return err
-			}
-			if _, err := io.Copy(w, f); err != nil {
-				return fmt.Errorf("writing %s: %w", s.path, err)
-			}
-		}
-		return nil
-	})
-	s.committed = err == nil
-	return err
-}
-
-// cleanup removes the temporary files and, after a failed run, the
-// directories newEventsSink created, so nothing is left behind.
-func (s *eventsSink) cleanup() {
-	for _, f := range s.temps {
-		f.Close()
-		os.Remove(f.Name())
-	}
-	if !s.committed && s.createdAt != "" {
-		for d := filepath.Dir(s.path); ; d = filepath.Dir(d) {
-			if os.Remove(d) != nil || d == s.createdAt { // only empty directories go
-				break
-			}
-		}
-	}
 }

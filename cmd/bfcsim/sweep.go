@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"slices"
@@ -143,7 +141,7 @@ func runSweep(cmd *cobra.Command, e *env, o *sweepOptions, paths []string) error
 	}
 	sw := report.Sweep{Version: report.Version, Sweep: p.info, Traces: entries}
 	if o.out != "" {
-		if err := writeSweepDir(cmd.Context(), o.out, sw, o.metric); err != nil {
+		if err := report.WriteSweepDir(cmd.Context(), o.out, sw, o.metric); err != nil {
 			return err
 		}
 	}
@@ -338,55 +336,4 @@ func newJobBar(e *env, quiet bool, jobs int) *progressbar.ProgressBar {
 		progressbar.OptionClearOnFinish(),
 		progressbar.OptionSetWidth(30),
 	)
-}
-
-// writeSweepDir writes into dir, each file atomically, a plot of metric
-// per trace (PNG and SVG), report.md and, last, report.json, so that a
-// complete report.json means a complete directory. It stops if ctx is
-// done, and a directory it did not complete is left as it was.
-func writeSweepDir(ctx context.Context, dir string, sw report.Sweep, metric string) (err error) {
-	out, err := newOutputDir(ctx, dir)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			out.abandon()
-		}
-	}()
-	seen := map[string]int{}
-	for _, g := range report.SweepGroups(&sw) {
-		name := g.Name
-		if seen[name]++; seen[name] > 1 {
-			name = fmt.Sprintf("%s-%d", name, seen[name]) // two traces of one name
-		}
-		for _, format := range report.PlotFormats {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			var buf bytes.Buffer
-			if err := report.WriteSweepPlot(&buf, &sw, g, metric, format); err != nil {
-				return fmt.Errorf("plotting %s of %s: %w", metric, g.Name, err)
-			}
-			if err := out.write(report.SweepPlotFileName(name, metric, format), func(w io.Writer) error {
-				_, err := w.Write(buf.Bytes())
-				return err
-			}); err != nil {
-				return err
-			}
-		}
-	}
-	outputs := []struct {
-		name string
-		fn   func(io.Writer) error
-	}{
-		{"report.md", func(w io.Writer) error { return report.WriteSweepMarkdown(w, sw, metric) }},
-		{"report.json", func(w io.Writer) error { return report.WriteSweepJSON(w, sw) }},
-	}
-	for _, o := range outputs {
-		if err := out.write(o.name, o.fn); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -1,4 +1,6 @@
-// Package mtrace converts glibc mtrace logs into bfcsim traces.
+// Package mtrace converts glibc mtrace logs into bfcsim traces, and records
+// them: a Recorder runs a program with a small preloaded library that
+// writes its heap calls in the same format (record.go; `bfcsim record`).
 //
 // glibc's mtrace() writes one line per heap call of the process to the file
 // named by MALLOC_TRACE (from glibc 2.34 only when libc_malloc_debug.so.0 is
