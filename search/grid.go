@@ -24,6 +24,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/sim"
 )
 
 // Grid describes a sweep: what every one of its shards replays.
@@ -243,6 +246,24 @@ func Differ(a, b *Grid) string {
 		}
 	}
 	return ""
+}
+
+// CheckSpecs builds each allocator of specs, with its options, over a
+// scratch virtual space, as a replay will build it, so that a bad option
+// value is refused before any job runs. The error names the allocator.
+func CheckSpecs(specs []sim.AllocatorSpec) error {
+	for _, s := range specs {
+		// A virtual space of the largest capacity costs nothing and fits
+		// any up-front reservation.
+		sp, err := allocators.NewSpace(allocators.SpaceConfig{Kind: "virtual", Capacity: allocators.MaxCapacity})
+		if err != nil {
+			return err
+		}
+		if _, _, err := allocators.New(s.Name, sp, s.Options); err != nil {
+			return fmt.Errorf("%s: %w", s.Name, err)
+		}
+	}
+	return nil
 }
 
 // RunJobs runs run for each of jobs on workers goroutines, in job order as

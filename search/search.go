@@ -36,7 +36,9 @@ type Options struct {
 	Workers int
 	// TolerateScratch counts an allocation that fails but that the program
 	// frees before allocating anything else as survived (a library's
-	// workspace: sim.Config.TolerateScratch).
+	// workspace: sim.Config.TolerateScratch). Load turns it off for a JAX
+	// capture: XLA is not known to catch a failed allocation and go on
+	// with less, as PyTorch's cuDNN convolutions do, so every one counts.
 	TolerateScratch bool
 	// TempDir holds the tape of a trace too long to keep in memory ("":
 	// the system's temporary directory).
@@ -67,6 +69,9 @@ type Summarizer interface {
 func Load(ctx context.Context, src sim.Source, setup sim.Setup, specs []sim.AllocatorSpec, opt Options) (*Trace, error) {
 	t := &Trace{Setup: setup, tape: newTape(opt.TempDir), opt: opt, specs: specs}
 	t.opt.Space.Capacity = setup.Capacity(opt.Space.Capacity)
+	if setup.Source == JAXSource {
+		t.opt.TolerateScratch = false
+	}
 	if t.opt.Space.Kind == "" {
 		t.opt.Space.Kind = "virtual"
 	}

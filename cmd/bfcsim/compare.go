@@ -1,11 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/bfcsim/bfcsim/internal/outfile"
 	"github.com/bfcsim/bfcsim/report"
-	"github.com/bfcsim/bfcsim/trace"
 )
 
 // compareOptions are one compare invocation's flags.
@@ -116,11 +113,11 @@ func runCompare(cmd *cobra.Command, e *env, o *compareOptions, paths []string) e
 	}
 
 	// Read the baseline before the replay, which may take minutes.
-	base, err := loadBaseline(o.baseline)
-	var unusable *baselineUnusableError
+	base, err := report.ReadBaseline(o.baseline)
+	var unusable *report.BaselineUnusableError
 	switch {
 	case errors.As(err, &unusable) && o.update:
-		fmt.Fprintf(e.stderr, "bfcsim: baseline %s %s; this run becomes the baseline\n", o.baseline, unusable.why)
+		fmt.Fprintf(e.stderr, "bfcsim: baseline %s %s; this run becomes the baseline\n", o.baseline, unusable.Why)
 		base = nil
 	case err != nil:
 		return err
@@ -144,7 +141,7 @@ func runCompare(cmd *cobra.Command, e *env, o *compareOptions, paths []string) e
 			Tolerance: tol, Timings: o.compareLatency, BaselineName: o.baseline,
 		})
 		if cmp.Matched() == 0 && !o.update {
-			return nothingToCompare(o.baseline, *base, rep)
+			return report.NothingToCompare(o.baseline, *base, rep)
 		}
 		if err := report.WriteComparisonMarkdown(out, cmp); err != nil {
 			return err
@@ -157,7 +154,7 @@ func runCompare(cmd *cobra.Command, e *env, o *compareOptions, paths []string) e
 		if err := writeReportFile(o.baseline, rep); err != nil {
 			return err
 		}
-		msg := fmt.Sprintf("bfcsim: wrote the new baseline %s (%s)", o.baseline, describeReport(rep))
+		msg := fmt.Sprintf("bfcsim: wrote the new baseline %s (%s)", o.baseline, report.Describe(rep))
 		if n := cmp.Count(report.Regression); n > 0 {
 			msg += fmt.Sprintf(", accepting %s", report.Plural(int64(n), "regression", "regressions"))
 		}
@@ -176,62 +173,6 @@ func runCompare(cmd *cobra.Command, e *env, o *compareOptions, paths []string) e
 	return nil
 }
 
-// baselineUnusableError is a baseline that --update-baseline may replace:
-// one that does not exist, or a report of another version.
-type baselineUnusableError struct {
-	path string
-	why  string // "does not exist"
-}
-
-func (e *baselineUnusableError) Error() string {
-	return fmt.Sprintf("baseline %s %s; create it from this run with --update-baseline", e.path, e.why)
-}
-
-// loadBaseline reads a report.json (gzip or zstd compressed too) as a baseline.
-func loadBaseline(path string) (*report.Report, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &baselineUnusableError{path, "does not exist"}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading the baseline: %w", err)
-	}
-	defer f.Close()
-	r, err := trace.NewDecompressReader(f)
-	if err != nil {
-		return nil, fmt.Errorf("reading the baseline %s: %w", path, err)
-	}
-	defer r.Close()
-	data, err := io.ReadAll(r) // a report: small, whatever the traces' length
-	if err != nil {
-		return nil, fmt.Errorf("reading the baseline %s: %w", path, err)
-	}
-	notReport := func(why string) error {
-		return fmt.Errorf("baseline %s is not a bfcsim report.json (%s); write one with --update-baseline or 'bfcsim replay -o DIR'", path, why)
-	}
-	var head map[string]json.RawMessage
-	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, notReport(err.Error())
-	}
-	raw, ok := head["bfcsim_report"]
-	if !ok {
-		return nil, notReport(`no "bfcsim_report" key`)
-	}
-	var version int
-	if err := json.Unmarshal(raw, &version); err != nil {
-		return nil, notReport(`"bfcsim_report" is ` + string(raw))
-	}
-	if version != report.Version {
-		return nil, &baselineUnusableError{path, fmt.Sprintf(
-			"is a version %d report (\"bfcsim_report\": %d), and this bfcsim reads version %d", version, version, report.Version)}
-	}
-	var rep report.Report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		return nil, notReport(err.Error())
-	}
-	return &rep, nil
-}
-
 // writeReportFile writes rep as report.json to path, atomically, creating
 // its directory.
 func writeReportFile(path string, rep report.Report) error {
@@ -239,29 +180,4 @@ func writeReportFile(path string, rep report.Report) error {
 		return err
 	}
 	return outfile.Write(path, func(w io.Writer) error { return report.WriteJSON(w, rep) })
-}
-
-// nothingToCompare says why a run and a baseline have no result in common.
-func nothingToCompare(path string, base, rep report.Report) error {
-	names := func(r report.Report) string {
-		var s []string
-		for _, t := range r.Traces {
-			s = append(s, t.Name)
-		}
-		if len(s) == 0 {
-			return "none"
-		}
-		return strings.Join(s, ", ")
-	}
-	return fmt.Errorf("nothing to compare: baseline %s has none of this run's traces and allocators "+
-		"(run: %s; baseline: %s); make a new baseline with --update-baseline", path, names(rep), names(base))
-}
-
-// describeReport says what a report holds: "2 traces, 8 results".
-func describeReport(rep report.Report) string {
-	n := 0
-	for _, t := range rep.Traces {
-		n += len(t.Results)
-	}
-	return report.Plural(int64(len(rep.Traces)), "trace", "traces") + ", " + report.Plural(int64(n), "result", "results")
 }

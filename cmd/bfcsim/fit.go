@@ -206,11 +206,6 @@ func openSearch(cmd *cobra.Command, e *env, o *replayOptions, path string, toler
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if setup.Source == search.JAXSource {
-		// XLA is not known to catch a failed allocation and go on with
-		// less, as PyTorch's cuDNN convolutions do: count every one.
-		tolerate = false
-	}
 	if !o.allocatorsGiven && setup.Recorded.Allocator != "" {
 		// A recording: the allocator that made it.
 		o.allocators = []string{setup.Recorded.Allocator}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/bfcsim/bfcsim/allocators"
 	"github.com/bfcsim/bfcsim/internal/outfile"
-	"github.com/bfcsim/bfcsim/trace"
 	"github.com/bfcsim/bfcsim/trace/gen"
 )
 
@@ -52,10 +51,8 @@ func newGenWorkloadCmd(e *env, name string) *cobra.Command {
 		Long:  docOf(g),
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if v, ok := g.(interface{ Validate() error }); ok {
-				if err := v.Validate(); err != nil {
-					return err
-				}
+			if err := gen.Validate(g); err != nil {
+				return err
 			}
 			h := g.Header()
 			if traceName != "" {
@@ -68,23 +65,7 @@ func newGenWorkloadCmd(e *env, name string) *cobra.Command {
 				}
 				h.CapacityBytes = n
 			}
-			write := func(w io.Writer) error {
-				tw := trace.NewWriter(w)
-				if err := tw.WriteHeader(h); err != nil {
-					return err
-				}
-				ctx, n := cmd.Context(), 0
-				err := g.Generate(func(ev trace.Event) error {
-					if n++; n%4096 == 0 && ctx.Err() != nil {
-						return ctx.Err()
-					}
-					return tw.Write(ev)
-				})
-				if err != nil {
-					return err
-				}
-				return tw.Flush()
-			}
+			write := func(w io.Writer) error { return gen.Write(cmd.Context(), g, h, w) }
 			if out == "" || out == "-" {
 				return write(cmd.OutOrStdout())
 			}

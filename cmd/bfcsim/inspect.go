@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -12,7 +11,6 @@ import (
 	"github.com/bfcsim/bfcsim/diagnose/bfcdump"
 	"github.com/bfcsim/bfcsim/diagnose/pytorchoom"
 	"github.com/bfcsim/bfcsim/internal/outfile"
-	"github.com/bfcsim/bfcsim/internal/sticky"
 )
 
 type inspectOptions struct {
@@ -136,29 +134,7 @@ func writePyTorchOOM(cmd *cobra.Command, e *env, o *inspectOptions, found *pytor
 			return err
 		}
 	}
-	w := &sticky.Writer{W: cmd.OutOrStdout()}
-	if o.format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		out := struct {
-			*pytorchoom.Report
-			Snapshot *diagnose.SnapshotCheck `json:"snapshot,omitempty"`
-		}{rep, check}
-		if err := enc.Encode(out); err != nil {
-			return err
-		}
-	} else {
-		if err := pytorchoom.WriteText(w, rep); err != nil {
-			return err
-		}
-		if check != nil {
-			diagnose.WriteSnapshotCheck(w, check)
-		}
-	}
-	if w.Err != nil {
-		return fmt.Errorf("writing the report: %w", w.Err)
-	}
-	return nil
+	return diagnose.WritePyTorch(cmd.OutOrStdout(), o.format, rep, check)
 }
 
 // writeBFC writes the report on a BFC allocator's state, and with --export
@@ -179,18 +155,5 @@ func writeBFC(cmd *cobra.Command, o *inspectOptions, snap *bfcdump.Snapshot) err
 			return err
 		}
 	}
-	w := &sticky.Writer{W: cmd.OutOrStdout()}
-	if o.format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(bfcdump.NewInspectReport(snap, o.chunks)); err != nil {
-			return err
-		}
-	} else if err := bfcdump.WriteInspect(w, snap, bfcdump.InspectOptions{Chunks: o.chunks}); err != nil {
-		return err
-	}
-	if w.Err != nil {
-		return fmt.Errorf("writing the report: %w", w.Err)
-	}
-	return nil
+	return diagnose.WriteBFC(cmd.OutOrStdout(), o.format, snap, o.chunks)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/bfcsim/bfcsim/internal/outfile"
 	"github.com/bfcsim/bfcsim/report"
-	"github.com/bfcsim/bfcsim/trace"
 )
 
 // mergeOptions are one merge invocation's flags.
@@ -81,7 +79,7 @@ func runMerge(cmd *cobra.Command, o *mergeOptions, paths []string) error {
 	}
 	parts := make([]report.Sweep, len(paths))
 	for i, path := range paths {
-		s, err := loadSweep(path)
+		s, err := report.ReadSweep(path)
 		if err != nil {
 			return err
 		}
@@ -105,40 +103,4 @@ func runMerge(cmd *cobra.Command, o *mergeOptions, paths []string) error {
 		}
 	}
 	return report.RenderSweep(cmd.OutOrStdout(), sw, o.format, o.metric)
-}
-
-// loadSweep reads a sweep's report.json (gzip or zstd compressed too).
-func loadSweep(path string) (*report.Sweep, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	r, err := trace.NewDecompressReader(f)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	defer r.Close()
-	data, err := io.ReadAll(r) // a report: small, whatever the traces' length
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	notSweep := func(why string) error {
-		return fmt.Errorf("%s is not the report.json of a sweep (%s); 'bfcsim sweep -o DIR' writes one", path, why)
-	}
-	var head map[string]json.RawMessage
-	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, notSweep(err.Error())
-	}
-	if _, ok := head["bfcsim_report"]; !ok {
-		return nil, notSweep(`no "bfcsim_report" key`)
-	}
-	if _, ok := head["sweep"]; !ok {
-		return nil, notSweep(`no "sweep" key: a report of 'bfcsim replay'?`)
-	}
-	var s report.Sweep
-	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, notSweep(err.Error())
-	}
-	return &s, nil
 }

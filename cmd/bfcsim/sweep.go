@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/internal/textwrap"
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/search"
 	"github.com/bfcsim/bfcsim/sim"
@@ -61,7 +62,7 @@ With -o DIR, also report.json, report.md and a plot per trace of --metric
 against the grid points (PNG and SVG).
 
 Metrics (--metric):
-  ` + strings.ReplaceAll(wrapWords(strings.Join(report.SweepMetrics(), ", ")+".", 76), "\n", "\n  "),
+  ` + strings.Join(textwrap.Lines(strings.Join(report.SweepMetrics(), ", ")+".", 76), "\n  "),
 		Example: `  bfcsim sweep traces/*.jsonl -a bfc --grid bfc.allow_growth=true,false --grid bfc.fragmentation_fraction=0,0.01
   bfcsim sweep t.jsonl -a pytorch --grid pytorch.max_split_size_mb=64,128,256,unlimited -o out/
   bfcsim sweep t.jsonl --grid bfc.memory_limit=1GiB,2GiB,4GiB --metric failed_allocs -f markdown
@@ -83,26 +84,6 @@ Metrics (--metric):
 	_ = cmd.RegisterFlagCompletionFunc("format", fixedCompletion(report.SweepFormats...))
 	_ = cmd.RegisterFlagCompletionFunc("metric", fixedCompletion(report.SweepMetrics()...))
 	return cmd
-}
-
-// wrapWords breaks text into lines of at most width columns, at spaces.
-func wrapWords(text string, width int) string {
-	var b strings.Builder
-	n := 0
-	for _, w := range strings.Fields(text) {
-		switch {
-		case n == 0:
-		case n+1+len(w) > width:
-			b.WriteString("\n")
-			n = 0
-		default:
-			b.WriteString(" ")
-			n++
-		}
-		b.WriteString(w)
-		n += len(w)
-	}
-	return b.String()
 }
 
 // sweepPlan is a sweep's checked configuration: the sweep, and the
@@ -253,15 +234,9 @@ func (o *sweepOptions) pointSpecs(info *search.Grid, pt int) ([]sim.AllocatorSpe
 	specs := make([]sim.AllocatorSpec, len(info.Allocators))
 	for i, name := range info.Allocators {
 		specs[i] = sim.AllocatorSpec{Name: name, Options: per[name]}
-		// A virtual space of the largest capacity costs nothing and fits
-		// any up-front reservation.
-		sp, err := allocators.NewSpace(allocators.SpaceConfig{Kind: "virtual", Capacity: allocators.MaxCapacity})
-		if err != nil {
-			return nil, nil, err
-		}
-		if _, _, err := allocators.New(name, sp, per[name]); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", name, err)
-		}
+	}
+	if err := search.CheckSpecs(specs); err != nil {
+		return nil, nil, err
 	}
 	return specs, spaceOpts, nil
 }

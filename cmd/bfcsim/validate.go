@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -79,52 +76,6 @@ func validateOne(ctx context.Context, w io.Writer, e *env, path, tfAllocator str
 		return false, err
 	}
 	s := t.Summary()
-	h := t.Header()
-	status := "valid"
-	if s.Skipped > 0 {
-		status = fmt.Sprintf("invalid: %d bad lines", s.Skipped)
-	}
-	fmt.Fprintf(w, "%s: %s\n", path, status)
-	if h.Version != 0 {
-		parts := []string{"version=1"}
-		if h.Name != "" {
-			parts = append(parts, fmt.Sprintf("name=%q", h.Name))
-		}
-		if h.Source != "" {
-			parts = append(parts, "source="+h.Source)
-		}
-		if h.CapacityBytes != 0 {
-			parts = append(parts, "capacity="+report.Bytes(h.CapacityBytes))
-		}
-		if h.TimeUnit != "" {
-			parts = append(parts, "time_unit="+h.TimeUnit)
-		}
-		for _, k := range slices.Sorted(maps.Keys(h.Meta)) {
-			parts = append(parts, k+"="+h.Meta[k])
-		}
-		fmt.Fprintf(w, "  header   %s\n", strings.Join(parts, " "))
-	} else {
-		fmt.Fprintf(w, "  header   none\n")
-	}
-	fmt.Fprintf(w, "  events   %s: %s alloc (%s of size 0), %s free, %s step, %s mark, %s reserve, %s release\n",
-		report.Count(s.Events), report.Count(s.Allocs), report.Count(s.ZeroSizeAllocs), report.Count(s.Frees),
-		report.Count(s.Steps), report.Count(s.Marks), report.Count(s.Reserves), report.Count(s.Releases))
-	fmt.Fprintf(w, "  live     peak %s in %s allocations; largest allocation %s; %s allocated in total\n",
-		report.Bytes(s.PeakLiveBytes), report.Count(s.PeakLiveAllocs), report.Bytes(s.MaxAllocBytes),
-		report.Bytes(s.TotalAllocBytes))
-	fmt.Fprintf(w, "  at end   %s allocations live (%s)\n", report.Count(s.LiveAllocs), report.Bytes(s.LiveBytes))
-	if s.HasT {
-		unit := h.TimeUnit
-		if unit == "" {
-			unit = "(no unit)"
-		}
-		fmt.Fprintf(w, "  time     %g .. %g %s\n", s.FirstT, s.LastT, unit)
-	}
-	for _, e := range t.SkippedErrors() {
-		fmt.Fprintf(w, "  %v\n", e)
-	}
-	if n := s.Skipped - int64(len(t.SkippedErrors())); n > 0 {
-		fmt.Fprintf(w, "  ... and %d more\n", n)
-	}
+	report.WriteValidation(w, path, t.Header(), s, t.SkippedErrors())
 	return s.Skipped == 0, nil
 }

@@ -1,8 +1,10 @@
 package gen
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/bits"
 	"math/rand/v2"
@@ -69,6 +71,34 @@ func New(name string) (Generator, error) {
 // (the ASCII of "bfcsim") so that a seed names the same trace in every
 // version of bfcsim; changing it would silently change every generated trace.
 const pcgStream = 0x62666373696d
+
+// Validate checks g's configuration, for the generators that can.
+func Validate(g Generator) error {
+	if v, ok := g.(interface{ Validate() error }); ok {
+		return v.Validate()
+	}
+	return nil
+}
+
+// Write writes g's trace to w: h, then every event g generates; ctx stops
+// a long trace. Validate g first: Write does not.
+func Write(ctx context.Context, g Generator, h trace.Header, w io.Writer) error {
+	tw := trace.NewWriter(w)
+	if err := tw.WriteHeader(h); err != nil {
+		return err
+	}
+	n := 0
+	err := g.Generate(func(ev trace.Event) error {
+		if n++; n%4096 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return tw.Write(ev)
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Flush()
+}
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, pcgStream)) }
 
