@@ -2,8 +2,10 @@ package gen_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"reflect"
 	"slices"
@@ -808,4 +810,19 @@ func TestTFTestCases(t *testing.T) {
 func mustGenerate(t *testing.T, g gen.Generator) []byte {
 	data, _ := generate(t, g)
 	return data
+}
+
+// Write writes the same bytes as a header and the events written one by
+// one, and stops when its context is done.
+func TestWrite(t *testing.T) {
+	g, err := gen.New("transformer-train")
+	require.NoError(t, err)
+	want, _ := generate(t, g)
+	var got bytes.Buffer
+	require.NoError(t, gen.Write(context.Background(), g, g.Header(), &got))
+	assert.Equal(t, want, got.Bytes())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.ErrorIs(t, gen.Write(ctx, g, g.Header(), io.Discard), context.Canceled)
 }

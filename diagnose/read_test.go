@@ -1,0 +1,79 @@
+package diagnose
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bfcsim/bfcsim/diagnose/bfcdump"
+)
+
+const (
+	pytorchMessage = "pytorchoom/testdata/pytorch-2.2-torchrun.txt"
+	tfLog          = "bfcdump/testdata/oom.log"
+)
+
+// Read tells the three kinds of input apart, from a file or from standard
+// input, compressed or not.
+func TestReadTellsWhatAnInputHolds(t *testing.T) {
+	ctx := context.Background()
+
+	found, err := Read(ctx, pytorchMessage, nil)
+	require.NoError(t, err)
+	require.NotNil(t, found.PyTorch)
+	assert.Nil(t, found.BFC)
+	assert.Equal(t, pytorchMessage, found.PyTorch.Name)
+
+	found, err = Read(ctx, tfLog, nil)
+	require.NoError(t, err)
+	require.NotNil(t, found.BFC, "a TensorFlow log is read again, as one")
+	assert.Nil(t, found.PyTorch)
+	assert.NotNil(t, found.BFC.Log)
+
+	// A MemoryDump is binary, gzip-compressed here, on standard input.
+	dump, err := bfcdump.Marshal(found.BFC)
+	require.NoError(t, err)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, err = zw.Write(dump)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	found, err = Read(ctx, "-", &gz)
+	require.NoError(t, err)
+	require.NotNil(t, found.BFC)
+	assert.Nil(t, found.BFC.Log, "a dump has no log's figures")
+}
+
+// Standard input is read once: a TensorFlow log after a long stretch of
+// other text is kept (past SpoolMemBytes, in a temporary file) while the
+// scan for PyTorch's message reads it, and read again from there; the
+// temporary file is gone afterwards.
+func TestReadKeepsStandardInputForTheSecondReading(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	raw, err := os.ReadFile(tfLog)
+	require.NoError(t, err)
+	junk := strings.Repeat("step 1000 loss 0.25 lr 1e-4 ..................................................\n", SpoolMemBytes/64+1000)
+	found, err := Read(context.Background(), "-", strings.NewReader(junk+string(raw)))
+	require.NoError(t, err)
+	require.NotNil(t, found.BFC)
+	left, err := filepath.Glob(filepath.Join(tmp, "*"))
+	require.NoError(t, err)
+	assert.Empty(t, left, "the spool's temporary file is removed")
+}
+
+// Input that is none of the three says so, and names the line that spoke
+// of running out of memory in other words.
+func TestReadRefusesOtherText(t *testing.T) {
+	_, err := Read(context.Background(), "-", strings.NewReader("hello\nRuntimeError: CUDA error: out of memory\n"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "stdin: neither a MemoryDump protobuf, a TensorFlow BFC log nor a PyTorch out-of-memory message")
+	assert.Contains(t, err.Error(), `line 2, "RuntimeError: CUDA error: out of memory"`)
+}
