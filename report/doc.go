@@ -5,6 +5,15 @@
 // which holds a report against a baseline for CI; and sweeps (sweep*.go): a
 // grid of options × traces as one report, its shards and their merge.
 //
+// It also writes a report's files: a directory of them (WriteDir,
+// WriteSweepDir: plots and memory dumps rendered on every core, report.json
+// last, the directory taken back if anything fails), the per-event results
+// of --events-out (EventsFile), and it reads baselines and sweep reports
+// back (ReadBaseline, ReadSweep). And it says in words what other parts
+// did: a recording's conversion (Conversion), a GPU's calibration
+// (WriteCalibration), a trace's validation (WriteValidation). A bfc
+// allocator's out-of-memory is explained with diagnose/bfcdump.
+//
 // Build turns trace summaries and sim.Results into a Report; every renderer
 // reads only the Report, so all formats agree. Derived numbers
 // (fragmentation, utilization, events per second) are computed in Build, once.
