@@ -35,12 +35,7 @@ func ReadBaseline(path string) (*Report, error) {
 		return nil, fmt.Errorf("reading the baseline: %w", err)
 	}
 	defer f.Close()
-	r, err := trace.NewDecompressReader(f)
-	if err != nil {
-		return nil, fmt.Errorf("reading the baseline %s: %w", path, err)
-	}
-	defer r.Close()
-	data, err := io.ReadAll(r) // a report: small, whatever the traces' length
+	data, err := readWhole(f)
 	if err != nil {
 		return nil, fmt.Errorf("reading the baseline %s: %w", path, err)
 	}
@@ -78,12 +73,7 @@ func ReadSweep(path string) (*Sweep, error) {
 		return nil, err
 	}
 	defer f.Close()
-	r, err := trace.NewDecompressReader(f)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	defer r.Close()
-	data, err := io.ReadAll(r) // a report: small, whatever the traces' length
+	data, err := readWhole(f)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
@@ -131,4 +121,15 @@ func Describe(rep Report) string {
 		n += len(t.Results)
 	}
 	return Plural(int64(len(rep.Traces)), "trace", "traces") + ", " + Plural(int64(n), "result", "results")
+}
+
+// readWhole reads a report file whole, gzip- or zstd-compressed or not: a
+// report is small, whatever the length of the traces it describes.
+func readWhole(f io.Reader) ([]byte, error) {
+	r, err := trace.NewDecompressReader(f)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
 }

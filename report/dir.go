@@ -18,16 +18,11 @@ import (
 // SVG, timeline.csv, index.html, report.md and, last, report.json, so that
 // a complete report.json means a complete directory. It stops if ctx is
 // done, and a directory it did not complete is left as it was.
-func WriteDir(ctx context.Context, dir string, rep Report, runs []TraceRun) (err error) {
-	out, err := outfile.NewDir(ctx, dir)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			out.Abandon()
-		}
-	}()
+func WriteDir(ctx context.Context, dir string, rep Report, runs []TraceRun) error {
+	return outfile.WithDir(ctx, dir, func(out *outfile.Dir) error { return writeDir(ctx, out, rep, runs) })
+}
+
+func writeDir(ctx context.Context, out *outfile.Dir, rep Report, runs []TraceRun) error {
 	names := make([]string, len(rep.Traces))
 	seen := map[string]int{}
 	for i := range rep.Traces {
@@ -208,16 +203,11 @@ func memoryLog(s *bfcdump.Snapshot) ([]byte, error) {
 // per trace (PNG and SVG), report.md and, last, report.json, so that a
 // complete report.json means a complete directory. It stops if ctx is
 // done, and a directory it did not complete is left as it was.
-func WriteSweepDir(ctx context.Context, dir string, sw Sweep, metric string) (err error) {
-	out, err := outfile.NewDir(ctx, dir)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			out.Abandon()
-		}
-	}()
+func WriteSweepDir(ctx context.Context, dir string, sw Sweep, metric string) error {
+	return outfile.WithDir(ctx, dir, func(out *outfile.Dir) error { return writeSweepDir(ctx, out, sw, metric) })
+}
+
+func writeSweepDir(ctx context.Context, out *outfile.Dir, sw Sweep, metric string) error {
 	seen := map[string]int{}
 	for _, g := range SweepGroups(&sw) {
 		name := g.Name

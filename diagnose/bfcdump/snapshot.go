@@ -10,27 +10,17 @@ import "github.com/bfcsim/bfcsim/allocators/bfcstate"
 // Fields a source does not carry are zero: a MemoryDump has no regions, no
 // memory limit and no pool size; a log has no requested size per chunk.
 type Snapshot struct {
-	// AllocatorName is TF's allocator name ("GPU_0_bfc") or bfcsim's ("bfc").
+	// The fields of bfcstate.Snapshot, with its meanings: the allocator's
+	// name, the regions (empty when the source does not say: PoolRegions
+	// then infers them from gaps between chunks), every chunk in address
+	// order, the stats, the failed request, and where in a replayed trace
+	// the snapshot was taken.
 	AllocatorName string
-
-	// Regions are the pool's reservations in address order. Empty when the
-	// source does not say (a MemoryDump): PoolRegions then infers them
-	// from gaps between chunks.
-	Regions []Region
-
-	// Chunks are every chunk of every region, in address order.
-	Chunks []Chunk
-
-	Stats Stats
-
-	// Request is the allocation that failed, for a snapshot taken at an
-	// out-of-memory; nil otherwise.
-	Request *Request
-
-	// Event and Line locate the snapshot in a replayed trace (0 when
-	// unknown), as bfcstate.Snapshot's do.
-	Event int64
-	Line  int64
+	Regions       []Region
+	Chunks        []Chunk
+	Stats         Stats
+	Request       *Request
+	Event, Line   int64
 
 	// Log is what a TensorFlow OOM log printed besides its chunk lines, for
 	// a snapshot ParseLog read; nil otherwise.

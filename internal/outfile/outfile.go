@@ -52,11 +52,11 @@ func Write(path string, fn func(w io.Writer) error) error {
 	return nil
 }
 
-// Dir writes a command's files into a directory, each atomically,
-// stopping between files once ctx is done. If the command then fails (or
-// is interrupted) before it is complete, Abandon takes back every file it
-// wrote and the directory if it made it, so that a failed run leaves no
-// output of its own.
+// Dir writes a command's files into a directory (WithDir), each
+// atomically, stopping between files once ctx is done. If the command then
+// fails (or is interrupted) before it is complete, every file it wrote is
+// taken back, and the directory if it was made, so that a failed run
+// leaves no output of its own.
 type Dir struct {
 	ctx     context.Context
 	dir     string
@@ -64,14 +64,29 @@ type Dir struct {
 	written []string
 }
 
-// NewDir makes dir, and its parents, unless they exist.
-func NewDir(ctx context.Context, dir string) (*Dir, error) {
+// newDir makes dir, and its parents, unless they exist.
+func newDir(ctx context.Context, dir string) (*Dir, error) {
 	_, err := os.Stat(dir)
 	made := os.IsNotExist(err)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	return &Dir{ctx: ctx, dir: dir, made: made}, nil
+}
+
+// WithDir makes dir, and its parents, unless they exist, and runs fn on
+// it; when fn fails, every file written through the Dir is taken back, and
+// the directory if WithDir made it.
+func WithDir(ctx context.Context, dir string, fn func(*Dir) error) error {
+	d, err := newDir(ctx, dir)
+	if err != nil {
+		return err
+	}
+	if err := fn(d); err != nil {
+		d.abandon()
+		return err
+	}
+	return nil
 }
 
 // Write writes the file name in the directory through fn, as Write does.
@@ -87,9 +102,9 @@ func (o *Dir) Write(name string, fn func(w io.Writer) error) error {
 	return nil
 }
 
-// Abandon removes what the command wrote, and the directory if it made it
+// abandon removes what the command wrote, and the directory if it made it
 // and nothing else is in it.
-func (o *Dir) Abandon() {
+func (o *Dir) abandon() {
 	for _, p := range o.written {
 		_ = os.Remove(p)
 	}

@@ -39,22 +39,32 @@ func TestWriteFailedLeavesTheOldFile(t *testing.T) {
 	assert.Equal(t, "new", string(data))
 }
 
-// Abandon takes back what was written and the directory it made, and a
-// Dir whose context is done writes nothing more.
-func TestDirAbandon(t *testing.T) {
+// A failed WithDir takes back what was written and the directory it made,
+// and a Dir whose context is done writes nothing more.
+func TestWithDirTakesBackAFailedRun(t *testing.T) {
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "out")
 	ctx, cancel := context.WithCancel(context.Background())
-	d, err := NewDir(ctx, dir)
-	require.NoError(t, err)
-	write := func(name string) error {
-		return d.Write(name, func(w io.Writer) error { _, err := io.WriteString(w, name); return err })
-	}
-	require.NoError(t, write("a.png"))
-	assert.FileExists(t, filepath.Join(dir, "a.png"))
-	cancel()
-	assert.ErrorIs(t, write("b.png"), context.Canceled)
-	assert.NoFileExists(t, filepath.Join(dir, "b.png"))
-	d.Abandon()
+	err := WithDir(ctx, dir, func(d *Dir) error {
+		write := func(name string) error {
+			return d.Write(name, func(w io.Writer) error { _, err := io.WriteString(w, name); return err })
+		}
+		require.NoError(t, write("a.png"))
+		assert.FileExists(t, filepath.Join(dir, "a.png"))
+		cancel()
+		return write("b.png")
+	})
+	assert.ErrorIs(t, err, context.Canceled)
 	assert.NoDirExists(t, dir)
+
+	// A directory that was there stays, with what was in it.
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "mine.txt"), nil, 0o644))
+	err = WithDir(context.Background(), dir, func(d *Dir) error {
+		require.NoError(t, d.Write("report.json", func(w io.Writer) error { return nil }))
+		return errors.New("plotting failed")
+	})
+	require.Error(t, err)
+	assert.FileExists(t, filepath.Join(dir, "mine.txt"))
+	assert.NoFileExists(t, filepath.Join(dir, "report.json"))
 }
