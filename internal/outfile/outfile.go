@@ -1,7 +1,7 @@
 // Package outfile writes a command's output files so that a failed or
 // interrupted run leaves nothing that looks complete: each file goes to a
 // temporary file renamed over its path once whole (Write), and a directory
-// of them is taken back whole when the run fails (Dir). A path ending in
+// of them is taken back whole when the run fails (WithDir). A path ending in
 // .gz or .zst is compressed.
 package outfile
 
