@@ -1,8 +1,9 @@
 // Command bfcsim replays memory allocation traces against allocator designs
 // and reports fragmentation, peak usage and latency.
 //
-// The command is thin: it parses flags, opens files, calls the trace,
-// allocators, sim and report packages, and maps errors to exit codes:
+// The command is thin: it parses flags, calls the trace, allocators, sim,
+// search, report and diagnose packages (docs/architecture.md), draws
+// progress bars on a terminal, and maps errors to exit codes:
 // 0 success, 1 a comparison or regression check failed, 2 bad usage or bad
 // input. Every error is printed once, as one line: "bfcsim: <what went wrong>".
 package main
