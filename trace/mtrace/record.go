@@ -20,23 +20,24 @@ import (
 //  1. Find a C compiler and compile recordStarter (record/starter.c) into
 //     a shared object in a temporary directory (a few hundred lines of C,
 //     so that bfcsim ships no binary; it takes a fraction of a second).
-//  2. Run the command with it preloaded and MALLOC_TRACE naming a log in
-//     the temporary directory, its standard streams bfcsim's own. The
-//     starter replaces malloc, free and the rest with functions that call
-//     glibc's own (__libc_malloc, ...) and write each call to the log in
-//     glibc's mtrace format, with the caller in the program: the first
-//     frame outside the C and C++ runtime's libraries, so that what
-//     strdup or operator new allocates is the program's line that called
-//     them, not theirs.
+//  2. Run the command (Command) with it preloaded and MALLOC_TRACE naming
+//     a log in the temporary directory; its standard streams are the
+//     caller's to set (bfcsim record passes on its own). The starter
+//     replaces malloc, free and the rest with functions that call glibc's
+//     own (__libc_malloc, ...) and write each call to the log in glibc's
+//     mtrace format, with the caller in the program: the first frame
+//     outside the C and C++ runtime's libraries, so that what strdup or
+//     operator new allocates is the program's line that called them, not
+//     theirs.
 //  3. The caller converts the log (Convert, with Options.Lenient: a
 //     program that crashes leaves a torn last line).
 //
-// Only the started process is traced: its children would otherwise open the
-// same log and truncate it. The starter traces only in a process whose
-// parent is bfcsim, which also follows the process through exec (a launcher
-// script that execs the real program, like pyenv's shims, is recorded as
-// the program); a child it forks stops tracing before it can write into
-// the parent's log.
+// Only the started process is traced: its children would otherwise open
+// the same log and truncate it. The starter traces only in a process whose
+// parent is the one that ran Command (BFCSIM_RECORD_PARENT), and follows
+// that process through exec (a launcher script that execs the real
+// program, like pyenv's shims, is recorded as the program); a child it
+// forks stops tracing before it can write into the parent's log.
 
 // recordStarter is the C source of the preloaded starter.
 //
