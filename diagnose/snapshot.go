@@ -62,7 +62,7 @@ var snapshotWhatIfs = []struct{ conf, key, value string }{
 // message rep: under the limit the message describes, with the recorded
 // settings and then with each of snapshotWhatIfs.
 func CheckSnapshot(ctx context.Context, path string, stdin io.Reader, rep *pytorchoom.Report) (*SnapshotCheck, error) {
-	t, err := input.OpenFile(ctx, path, stdin, input.Options{CallSites: true})
+	t, err := input.OpenFile(ctx, path, stdin, input.Options{CallSites: true, Device: -1})
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +146,7 @@ func CheckSnapshot(ctx context.Context, path string, stdin io.Reader, rep *pytor
 		if v, ok := setup.Recorded.Options[w.key]; ok && strings.EqualFold(v, w.value) {
 			continue // the run had it already
 		}
-		again, err := input.OpenFile(ctx, path, stdin, input.Options{})
+		again, err := input.OpenFile(ctx, path, stdin, input.Options{Device: -1})
 		if err != nil {
 			return nil, err
 		}
@@ -198,7 +198,7 @@ func WriteSnapshotCheck(w io.Writer, c *SnapshotCheck) {
 // the program failed (its trace.RecordedOOMMark) and returns the bytes its
 // recorded segments held then; ok is false when it has no such mark.
 func reservedAtRecordedOOM(ctx context.Context, path string, stdin io.Reader) (held uint64, ok bool, err error) {
-	t, err := input.OpenFile(ctx, path, stdin, input.Options{})
+	t, err := input.OpenFile(ctx, path, stdin, input.Options{Device: -1})
 	if err != nil {
 		return 0, false, err
 	}

@@ -22,6 +22,19 @@ type Conversion struct {
 	Notes []string
 	// Warnings are to be printed one per line.
 	Warnings []string
+	// OtherDevices are the devices of a recording of several that hold
+	// allocations besides the one converted (LeftOut).
+	OtherDevices []int
+}
+
+// LeftOut warns of the other devices that hold allocations, for a command
+// that took one device of a recording of several; "" when there are none.
+func (res Conversion) LeftOut() string {
+	if len(res.OtherDevices) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the snapshot has allocations on other devices too (%s), left out: pick one with --device",
+		joinInts(res.OtherDevices))
 }
 
 // NewConversion summarises an importer's statistics: mtrace.Stats,
@@ -94,10 +107,7 @@ func mtraceResult(st mtrace.Stats) Conversion {
 func pytorchResult(st pytorch.Stats) Conversion {
 	res := Conversion{Events: st.Events, Allocs: st.Allocs, Frees: st.Frees, PeakLiveBytes: st.PeakLiveBytes}
 	res.Notes = append(res.Notes, deviceNote(st))
-	if c := st.DeviceChoice; len(c.Others) > 0 {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("the snapshot has allocations on other devices too (%s), left out: pick one with --device",
-			joinInts(c.Others)))
-	}
+	res.OtherDevices = st.DeviceChoice.Others
 	if st.Allocs == 0 && st.StartAllocs == 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("device %d has no allocations in the snapshot: a replay of this trace does nothing", st.Device))
 	}

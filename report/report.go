@@ -2,6 +2,7 @@ package report
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 
 	"github.com/bfcsim/bfcsim/allocators"
@@ -45,6 +46,9 @@ type Trace struct {
 	Space         string            `json:"space"`
 	SkippedEvents int64             `json:"skipped_events"`
 	SkippedErrors []string          `json:"skipped_errors,omitempty"`
+	// Device is the device of a recording of a GPU job this trace holds
+	// (a PyTorch snapshot's device), when its header names one.
+	Device *int `json:"device,omitempty"`
 	// Header is the trace's header line, when it has one.
 	Header  *Header  `json:"header,omitempty"`
 	Results []Result `json:"results"`
@@ -246,6 +250,20 @@ type TraceRun struct {
 	Frames    trace.FrameRule
 }
 
+// DeviceKey is the header key under which an imported recording names the
+// device it holds.
+const DeviceKey = "device"
+
+// DeviceOf returns the device a trace's header names (DeviceKey).
+func DeviceOf(h trace.Header) (int, bool) {
+	v, ok := h.Meta[DeviceKey]
+	if !ok {
+		return 0, false
+	}
+	d, err := strconv.Atoi(v)
+	return d, err == nil && d >= 0
+}
+
 // Build makes the report model from the runs, in order.
 func Build(runs []TraceRun) Report {
 	rep := Report{Version: Version, Traces: make([]Trace, 0, len(runs))}
@@ -261,6 +279,9 @@ func Build(runs []TraceRun) Report {
 		}
 		for _, e := range run.Skipped {
 			tr.SkippedErrors = append(tr.SkippedErrors, e.Error())
+		}
+		if d, ok := DeviceOf(run.Header); ok {
+			tr.Device = &d
 		}
 		if h := run.Header; h.Version != 0 {
 			tr.Header = &Header{Source: h.Source, TimeUnit: h.TimeUnit, CapacityBytes: h.CapacityBytes}

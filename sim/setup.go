@@ -14,6 +14,9 @@ type Setup struct {
 	// CapacityBytes is the recorded device's size, or 0.
 	CapacityBytes uint64
 	// Recorded are the recorded allocator's settings (Config.Recorded).
+	// A recording whose header has none gets its framework's allocator
+	// with no options (its defaults): Recorded.Allocator names the
+	// allocator of every recording bfcsim imports.
 	Recorded trace.RecordedSettings
 	// SpaceOptions are what the recording's addresses need of a virtual
 	// device (the header's space_settings), or nil.
@@ -32,8 +35,18 @@ type Setup struct {
 func SetupOf(h trace.Header) (Setup, error) {
 	s := Setup{CapacityBytes: h.CapacityBytes, Source: h.Source}
 	var err error
-	if s.Recorded, _, err = h.Settings(); err != nil {
+	var ok bool
+	if s.Recorded, ok, err = h.Settings(); err != nil {
 		return Setup{}, err
+	}
+	if !ok {
+		// A recording whose header names no settings still ran its
+		// framework's allocator: a PyTorch snapshot from before
+		// allocator_settings (PyTorch 2.6) ran PyTorch's, as far as it
+		// shows with its defaults. Other settings are then what-ifs.
+		if a := sourceAllocators[h.Source]; a != "" {
+			s.Recorded = trace.RecordedSettings{Allocator: a}
+		}
 	}
 	sp, err := h.SpaceSettings()
 	if err != nil {
@@ -46,6 +59,33 @@ func SetupOf(h trace.Header) (Setup, error) {
 		return Setup{}, err
 	}
 	return s, nil
+}
+
+// sourceAllocators names, by the header's source, the allocator that
+// models the one a recording ran.
+var sourceAllocators = map[string]string{
+	"pytorch-snapshot":    "pytorch",
+	"tensorflow-profiler": "bfc",
+	"jax-profiler":        "bfc",
+}
+
+// RecordedFirst returns specs with the recorded allocator first: moved to
+// the front if specs has it, else added there with no options. specs is
+// returned as it is for a trace that names no allocator.
+func (s Setup) RecordedFirst(specs []AllocatorSpec) []AllocatorSpec {
+	name := s.Recorded.Allocator
+	if name == "" {
+		return specs
+	}
+	out := []AllocatorSpec{{Name: name}}
+	for _, sp := range specs {
+		if sp.Name == name {
+			out[0] = sp
+		} else {
+			out = append(out, sp)
+		}
+	}
+	return out
 }
 
 // Capacity returns the device capacity to replay on: given, else the

@@ -197,7 +197,7 @@ func (s *searchRun) finish() {
 // allocators and options as replay takes them, pytorch alone for a PyTorch
 // recording unless -a is given.
 func openSearch(cmd *cobra.Command, e *env, o *replayOptions, path string, tolerate bool, jobs int, gpu uint64) (*searchRun, error) {
-	t, err := input.OpenFile(cmd.Context(), path, e.stdin, input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator})
+	t, err := input.OpenFile(cmd.Context(), path, e.stdin, input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator, Device: o.recordingDevice})
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +246,7 @@ func openSearch(cmd *cobra.Command, e *env, o *replayOptions, path string, toler
 	}
 	s.tr = tr
 	if !o.quiet {
-		printConversionNote(e.stderr, t)
+		printConversionNote(e.stderr, t, false)
 	}
 	if gpu > 0 && !tr.IsJAX() {
 		fmt.Fprintf(e.stderr, "bfcsim: warning: --device-memory is for JAX captures (XLA_PYTHON_CLIENT_MEM_FRACTION is a fraction of it); %s is not one, and it changes nothing\n", path)

@@ -43,8 +43,9 @@ extension of -o. Kinds:
 
 Large traces are summarised to a bounded number of points or cells, and the
 plot says so; a trace of any length plots in bounded memory. The x axis is
-the event index. memmap and occupancy draw one allocator (-a, default bfc);
-the others draw every allocator named (default: replay's).`,
+the event index. memmap and occupancy draw one allocator (-a; default: a
+recording's own, else bfc); the others draw every allocator named
+(default: replay's).`,
 		Example: `  bfcsim plot traces/transformer-train.jsonl -a bfc --kind memmap -o memmap.png
   bfcsim plot traces/random.jsonl --kind timeline -o timeline.svg
   bfcsim plot t.jsonl -a naive --kind occupancy --at 5000 -o occ.png
@@ -93,7 +94,8 @@ func runPlot(cmd *cobra.Command, e *env, o *plotOptions, path string) error {
 	}
 	if report.PerAllocator(o.kind) {
 		if !cmd.Flags().Changed("allocators") {
-			o.allocators = []string{"bfc"}
+			// The recording's own allocator, else bfc.
+			o.allocators, o.recordedOnly = []string{"bfc"}, true
 		}
 		if len(o.allocators) != 1 {
 			return fmt.Errorf("a %s plot shows one allocator; -a names %d", o.kind, len(o.allocators))
@@ -120,7 +122,7 @@ func runPlot(cmd *cobra.Command, e *env, o *plotOptions, path string) error {
 	}
 	opt := report.PlotOptions{Kind: o.kind, ColorBy: o.colorBy}
 	if report.PerAllocator(o.kind) {
-		opt.Allocator = o.allocators[0]
+		opt.Allocator = tr.Results[0].Allocator
 	}
 	return outfile.Write(o.out, func(w io.Writer) error {
 		return report.WritePlot(w, tr, opt, format)

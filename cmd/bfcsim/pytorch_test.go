@@ -88,12 +88,18 @@ func TestBundledPyTorchTrace(t *testing.T) {
 	assert.EqualValues(t, 5379, checked)
 	assert.Equal(t, checked, matched)
 
-	// Without -a, the allocator --set names joins the default four.
+	// Without -a, the recording's own allocator comes first, then the
+	// default four; --set gives it options.
 	rep := replayJSON(t, bundled+"pytorch-train.jsonl",
 		"--set", "pytorch.max_split_size_mb=128", "--set", "pytorch.expandable_segments=true")
 	results := rep["traces"].([]any)[0].(map[string]any)["results"].([]any)
 	require.Len(t, results, 5)
-	r := results[4].(map[string]any)
+	var names []string
+	for _, r := range results {
+		names = append(names, r.(map[string]any)["allocator"].(string))
+	}
+	assert.Equal(t, []string{"pytorch", "bfc", "arena", "aligned", "naive"}, names)
+	r := results[0].(map[string]any)
 	assert.Equal(t, "pytorch", r["allocator"])
 	opts, _ := json.Marshal(r["options"])
 	assert.Contains(t, string(opts), `"expandable_segments":true`)
@@ -171,4 +177,86 @@ func TestExpandableSnapshot(t *testing.T) {
 			assert.Equal(t, o["checked"], o["matched"], "device %d: the recorded out-of-memory failure", dev)
 		}
 	}
+}
+
+// writeJobSnapshot writes a PyTorch snapshot (JSON) of a job on three
+// devices, of which devices 0 and 2 allocate (3 and 5 blocks of 256 KiB in
+// a 2 MiB segment, all freed by the end) and device 1 nothing.
+func writeJobSnapshot(t *testing.T) string {
+	t.Helper()
+	traces := make([][]map[string]any, 3)
+	for _, d := range []int{0, 2} {
+		base := uint64(0x7f0000000000) + uint64(d)<<36
+		n := 3 + d
+		ev := []map[string]any{{"action": "segment_alloc", "addr": base, "size": 2 << 20, "stream": 0}}
+		for i := range n {
+			ev = append(ev, map[string]any{"action": "alloc", "addr": base + uint64(i)<<18, "size": 1 << 18, "stream": 0})
+		}
+		for i := range n {
+			for _, a := range []string{"free_requested", "free_completed"} {
+				ev = append(ev, map[string]any{"action": a, "addr": base + uint64(i)<<18, "size": 1 << 18, "stream": 0})
+			}
+		}
+		traces[d] = append(ev, map[string]any{"action": "segment_free", "addr": base, "size": 2 << 20, "stream": 0})
+	}
+	data, err := json.Marshal(map[string]any{"segments": []any{}, "device_traces": traces})
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "job.json")
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+	return path
+}
+
+// A snapshot of several devices replays each device with allocations as a
+// trace of its own, with the recording's allocator first and at every
+// recorded address; --device picks one.
+func TestReplayEveryDeviceOfASnapshot(t *testing.T) {
+	snap := writeJobSnapshot(t)
+	code, out, stderr := cli(t, "", "replay", snap, "-f", "json")
+	require.Equal(t, 0, code, stderr)
+	assert.NotContains(t, stderr, "left out", "no device is left out")
+	var rep map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	traces := rep["traces"].([]any)
+	require.Len(t, traces, 2, "device 1 has no allocations")
+	for i, want := range []struct {
+		name    string
+		device  float64
+		checked float64
+	}{{"job-device0", 0, 3}, {"job-device2", 2, 5}} {
+		tr := traces[i].(map[string]any)
+		assert.Equal(t, want.name, tr["name"])
+		assert.Equal(t, want.device, tr["device"])
+		r := tr["results"].([]any)[0].(map[string]any)
+		assert.Equal(t, "pytorch", r["allocator"], "the recording's own allocator first")
+		m := r["recorded_address_match"].(map[string]any)
+		assert.Equal(t, want.checked, m["checked"])
+		assert.Equal(t, m["checked"], m["matched"])
+	}
+
+	rep = replayJSON(t, snap, "--device", "2", "-a", "pytorch")
+	traces = rep["traces"].([]any)
+	require.Len(t, traces, 1)
+	assert.Equal(t, "job", traces[0].(map[string]any)["name"])
+	assert.Equal(t, 2.0, traces[0].(map[string]any)["device"])
+
+	// import takes one device, and says which others it leaves out.
+	code, _, stderr = cli(t, "", "import", "pytorch", snap, "-o", filepath.Join(t.TempDir(), "t.jsonl"))
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "the snapshot has allocations on other devices too (0), left out: pick one with --device")
+}
+
+// A snapshot from before PyTorch wrote allocator_settings is still a
+// PyTorch recording: replayed by pytorch first, and advised in PyTorch's
+// settings.
+func TestSnapshotWithoutSettingsIsPyTorchs(t *testing.T) {
+	snap := fixtures + "real/flexgen-torch2.0.pickle.gz"
+	rep := replayJSON(t, snap, "-q")
+	r := rep["traces"].([]any)[0].(map[string]any)["results"].([]any)[0].(map[string]any)
+	assert.Equal(t, "pytorch", r["allocator"])
+
+	code, out, stderr := cli(t, "", "advise", snap, "-q", "-j", "2")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "pytorch settings for the smallest device")
+	assert.Contains(t, out, "PYTORCH_CUDA_ALLOC_CONF")
+	assert.NotContains(t, out, "TF_")
 }

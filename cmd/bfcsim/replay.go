@@ -46,8 +46,15 @@ type replayOptions struct {
 	frames string
 	// allocatorsGiven says -a was given. When it was not, an allocator
 	// named by --set joins the default set: --set pytorch.KEY=VALUE alone
-	// is enough to replay pytorch.
+	// is enough to replay pytorch; and a recording's own allocator comes
+	// first (sim.Setup.RecordedFirst).
 	allocatorsGiven bool
+	// recordedOnly replays a recording's own allocator in place of the
+	// one allocator given (a per-allocator plot without -a).
+	recordedOnly bool
+	// recordingDevice is --device: the device of a recording of several
+	// to replay alone; -1 replays each one with allocations.
+	recordingDevice int
 }
 
 func newReplayCmd(e *env) *cobra.Command {
@@ -67,6 +74,9 @@ the fly as 'bfcsim import' would: a PyTorch memory snapshot (pickle or JSON;
 its device with the most entries), a TensorFlow profiler capture (*.xplane.pb
 or *.memory_profile.json.gz; --allocator picks its allocator), a glibc
 mtrace log, a malloc-lab trace.
+Without -a, a recording is replayed by its own allocator first, as it ran
+(pytorch for a PyTorch snapshot, bfc for a TensorFlow or JAX capture), then
+by bfc, arena, aligned and naive.
 The device capacity is --capacity, else the trace header's, else 80GiB.
 A recording's own allocator settings (a PyTorch snapshot's
 allocator_settings: expandable_segments and the rest) are where the
@@ -102,7 +112,7 @@ Allocators (-a) and their options (--set NAME.KEY=VALUE):
 func (o *replayOptions) addFlags(cmd *cobra.Command, multi bool) {
 	f := cmd.Flags()
 	if multi {
-		f.StringSliceVarP(&o.allocators, "allocators", "a", allocators.DefaultNames, "comma-separated allocators to replay against")
+		f.StringSliceVarP(&o.allocators, "allocators", "a", allocators.DefaultNames, "comma-separated allocators to replay against (a recording's own comes first unless -a is given)")
 	}
 	f.StringVar(&o.capacity, "capacity", "", "device capacity, e.g. 80GiB or 16GB (default: the trace header's, else 80GiB)")
 	f.StringVar(&o.space, "space", "virtual", "address space: virtual (simulated device), host (real mmap'd memory) or cuda[:N] (GPU N's memory, real device calls, timed)")
@@ -111,6 +121,7 @@ func (o *replayOptions) addFlags(cmd *cobra.Command, multi bool) {
 	f.StringVar(&o.costs, "costs", "", "price device calls as the GPU 'bfcsim calibrate' measured and wrote to this `FILE` (--set space.KEY=VALUE still wins)")
 	f.BoolVar(&o.skipInvalid, "skip-invalid", false, "count and skip invalid events instead of stopping at the first")
 	f.StringVar(&o.tfAllocator, "allocator", "", "a TensorFlow profiler capture's allocator to replay, e.g. GPU_0_bfc (needed when it has several)")
+	f.IntVar(&o.recordingDevice, "device", -1, "a PyTorch snapshot of several devices: replay device `N` alone (default: every device with allocations, each a trace of its own)")
 	f.BoolVar(&o.stopOnOOM, "stop-on-oom", false, "stop each allocator's replay at its first failed allocation")
 	f.BoolVar(&o.check, "check", false, "verify every allocation with the invariant checker (slower)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar, and no line saying how a recording was converted")
@@ -253,14 +264,41 @@ func (o *replayOptions) plan(paths []string) (*replayPlan, error) {
 }
 
 // replayAll replays every trace in turn.
+// A recording of several devices (a PyTorch snapshot of a multi-GPU job)
+// is replayed device by device, each a trace of its own named
+// NAME-deviceN, in device order: the device with the most trace entries
+// first, which says which others hold allocations, then each of those
+// read again.
 func (o *replayOptions) replayAll(cmd *cobra.Command, e *env, p *replayPlan, paths []string) ([]report.TraceRun, error) {
 	var runs []report.TraceRun
 	for _, path := range paths {
-		run, err := replayOne(cmd, e, o, path, p.specs, p.capacity, p.spaceOpts)
+		run, others, err := replayOne(cmd, e, o, path, o.recordingDevice, p.specs, p.capacity, p.spaceOpts)
 		if err != nil {
 			return nil, err
 		}
-		runs = append(runs, run)
+		if len(others) == 0 {
+			runs = append(runs, run)
+			continue
+		}
+		devRuns := []report.TraceRun{run}
+		for _, d := range others {
+			r, _, err := replayOne(cmd, e, o, path, d, p.specs, p.capacity, p.spaceOpts)
+			if err != nil {
+				return nil, err
+			}
+			devRuns = append(devRuns, r)
+		}
+		for i := range devRuns {
+			if d, ok := report.DeviceOf(devRuns[i].Header); ok {
+				devRuns[i].Name = fmt.Sprintf("%s-device%d", devRuns[i].Name, d)
+			}
+		}
+		slices.SortStableFunc(devRuns, func(a, b report.TraceRun) int {
+			da, _ := report.DeviceOf(a.Header)
+			db, _ := report.DeviceOf(b.Header)
+			return da - db
+		})
+		runs = append(runs, devRuns...)
 	}
 	return runs, nil
 }
@@ -296,20 +334,29 @@ func runReplay(cmd *cobra.Command, e *env, o *replayOptions, paths []string) err
 	return report.Render(cmd.OutOrStdout(), rep, o.format)
 }
 
-func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs []sim.AllocatorSpec,
-	capacity uint64, spaceOpts allocators.Options) (report.TraceRun, error) {
+// replayOne replays device (-1: the one with the most trace entries) of
+// the trace at path. others are the other devices of a recording of
+// several that hold allocations, when device was -1.
+func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, device int, specs []sim.AllocatorSpec,
+	capacity uint64, spaceOpts allocators.Options) (run report.TraceRun, others []int, err error) {
 	t, err := input.OpenFile(cmd.Context(), path, e.stdin, input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator,
-		Frames: o.frameRule(), CallSites: true})
+		Device: device, Frames: o.frameRule(), CallSites: true})
 	if err != nil {
-		return report.TraceRun{}, err
+		return report.TraceRun{}, nil, err
 	}
 	defer t.Close()
 	h := t.Header()
 	setup, err := sim.SetupOf(h)
 	if err != nil {
-		return report.TraceRun{}, fmt.Errorf("%s: %w", path, err)
+		return report.TraceRun{}, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	capacity = setup.Capacity(capacity)
+	switch {
+	case o.recordedOnly && setup.Recorded.Allocator != "":
+		specs = setup.RecordedFirst(nil)
+	case !o.allocatorsGiven:
+		specs = setup.RecordedFirst(specs)
+	}
 	cfg := sim.Config{
 		Allocators: specs,
 		Space: allocators.SpaceConfig{Kind: o.spaceKind, Device: o.device, Capacity: capacity, Touch: o.touch,
@@ -332,7 +379,8 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 			}
 		}()
 		cfg.Reread = func() (sim.Source, error) {
-			r, err := input.OpenFile(cmd.Context(), path, e.stdin, input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator, Frames: o.frameRule()})
+			r, err := input.OpenFile(cmd.Context(), path, e.stdin, input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator,
+				Device: device, Frames: o.frameRule()})
 			if err != nil {
 				return nil, err
 			}
@@ -343,7 +391,7 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 	var events *report.EventsFile
 	if o.eventsOut != "" {
 		if events, err = report.NewEventsFile(o.eventsOut); err != nil {
-			return report.TraceRun{}, err
+			return report.TraceRun{}, nil, err
 		}
 		defer events.Cleanup()
 		cfg.Events = events.Writer
@@ -356,18 +404,22 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 	}
 	results, err := sim.Replay(cmd.Context(), src, cfg)
 	if err != nil {
-		return report.TraceRun{}, err
+		return report.TraceRun{}, nil, err
 	}
 	if events != nil {
-		if err := events.Commit(o.allocators); err != nil {
-			return report.TraceRun{}, err
+		order := make([]string, len(specs))
+		for i, sp := range specs {
+			order[i] = sp.Name
+		}
+		if err := events.Commit(order); err != nil {
+			return report.TraceRun{}, nil, err
 		}
 	}
 	if p != nil {
 		p.finish() // before anything else is written to standard error
 	}
 	if !o.quiet {
-		printConversionNote(e.stderr, t)
+		printConversionNote(e.stderr, t, device < 0)
 	}
 	if sum := t.Summary(); sum.Allocs == 0 {
 		// Said even with -q: a report of zeros is otherwise easy to
@@ -389,5 +441,5 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, specs 
 		Name: name, Path: path, Header: h, Summary: t.Summary(),
 		CapacityBytes: capacity, Space: o.space, Skipped: t.SkippedErrors(), Results: results,
 		CallSites: t.PeakCallSites(), Stacks: t.Stacks(), Frames: o.frameRule(),
-	}, nil
+	}, t.OtherDevices(), nil
 }

@@ -248,6 +248,8 @@ func (o *sweepOptions) run(cmd *cobra.Command, e *env, p *sweepPlan) ([]report.S
 	// Each job replays as replay does, quietly: the bar counts jobs.
 	jobOpts := o.replay
 	jobOpts.quiet, jobOpts.out, jobOpts.eventsOut, jobOpts.record = true, "", "", nil
+	// The grid's allocators are every job's, a recording's own or not.
+	jobOpts.allocatorsGiven = true
 
 	bar := newJobBar(e, o.replay.quiet, len(p.jobs))
 	entries := make([]report.SweepTrace, len(p.jobs))
@@ -282,7 +284,7 @@ func (o *sweepOptions) run(cmd *cobra.Command, e *env, p *sweepPlan) ([]report.S
 // runSweepJob replays job k and returns its report entry.
 func runSweepJob(cmd *cobra.Command, e *env, o *replayOptions, p *sweepPlan, k int) (report.SweepTrace, error) {
 	t, pt := p.info.JobOf(k)
-	run, err := replayOne(cmd, e, o, p.info.Paths[t], p.specs[pt], p.capacity, p.spaceOpts[pt])
+	run, _, err := replayOne(cmd, e, o, p.info.Paths[t], o.recordingDevice, p.specs[pt], p.capacity, p.spaceOpts[pt])
 	if err != nil {
 		var syntax *trace.SyntaxError
 		if len(p.info.Axes) == 0 || errors.As(err, &syntax) || errors.Is(err, context.Canceled) {

@@ -57,7 +57,7 @@ file:line: reason; the exit code is 2 if any trace is invalid.`,
 // valid. Errors that stop reading (a missing file, a corrupt gzip stream, a
 // bad header) are returned.
 func validateOne(ctx context.Context, w io.Writer, e *env, path, tfAllocator string) (bool, error) {
-	t, err := input.OpenFile(ctx, path, e.stdin, input.Options{SkipInvalid: true, Allocator: tfAllocator})
+	t, err := input.OpenFile(ctx, path, e.stdin, input.Options{SkipInvalid: true, Allocator: tfAllocator, Device: -1})
 	if err != nil {
 		var serr *trace.SyntaxError
 		if errors.As(err, &serr) {

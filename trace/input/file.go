@@ -68,15 +68,16 @@ type File struct {
 
 // OpenFile opens path ("-" for stdin) as a trace, recognising a recording
 // by its content and converting it on the fly (Open). A converted
-// recording's trace is named after the file (NameOf), and a PyTorch
-// snapshot's device is the one with the most trace entries: opt's Name and
-// Device are set so. Close closes the Stream and the file.
+// recording's trace is named after the file (NameOf): opt's Name is set
+// so. opt.Device picks a PyTorch snapshot's device, as Open takes it: -1
+// for the one with the most trace entries. Close closes the Stream and the
+// file.
 func OpenFile(ctx context.Context, path string, stdin io.Reader, opt Options) (*File, error) {
 	raw, err := OpenRaw(path, stdin)
 	if err != nil {
 		return nil, err
 	}
-	opt.Name, opt.Device = NameOf(path, "stdin"), -1
+	opt.Name = NameOf(path, "stdin")
 	s, err := Open(ctx, raw, raw.Name, opt)
 	if err != nil {
 		raw.Close()

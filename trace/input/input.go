@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"unicode/utf8"
@@ -420,6 +421,18 @@ func (s *Stream) Stats() any {
 	}
 	<-s.done // the trace has ended: the conversion has, or is about to
 	return s.stats
+}
+
+// OtherDevices returns, once the stream has been read to its end, the
+// devices of a recording of several that hold allocations besides the one
+// converted, in ascending order: none when the device was asked for
+// (Options.Device), for a recording of one device, and for a trace.
+func (s *Stream) OtherDevices() []int {
+	st, ok := s.Stats().(pytorch.Stats)
+	if !ok || st.DeviceChoice.Asked {
+		return nil
+	}
+	return slices.Sorted(slices.Values(st.DeviceChoice.Others))
 }
 
 // BytesRead returns how many bytes of the input, as stored (compressed),
