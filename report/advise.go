@@ -41,6 +41,10 @@ type Advise struct {
 	Effects    []AdviseEffect    `json:"effects"`
 	Candidates []AdviseCandidate `json:"candidates"`
 	Notes      []string          `json:"notes"`
+	// Devices are the traces of a job, one per device, that the advice
+	// is for (search.Job): one set of settings for all, weighed by the
+	// trace it suits least. Empty for a single trace.
+	Devices []string `json:"devices,omitempty"`
 }
 
 // AdviseCandidate is one combination of settings tried.
@@ -53,6 +57,16 @@ type AdviseCandidate struct {
 	MinCapacityBytes  *uint64 `json:"min_capacity_bytes"`
 	PeakReservedBytes uint64  `json:"peak_reserved_bytes"`
 	Probes            int     `json:"probes"`
+	// Devices are, for a job, what each trace needs with these settings,
+	// in the job's order; MinCapacityBytes is the most of them.
+	Devices []AdviseDevice `json:"devices,omitempty"`
+}
+
+// AdviseDevice is what one trace of a job needs with a candidate's
+// settings.
+type AdviseDevice struct {
+	Trace            string  `json:"trace"`
+	MinCapacityBytes *uint64 `json:"min_capacity_bytes"`
 }
 
 // AdviseBest is the best candidate, with the line that sets it.
@@ -70,23 +84,35 @@ type AdviseEffect struct {
 	SavedBytes       int64   `json:"saved_bytes"`
 }
 
-func newAdviseCandidate(c search.Candidate) AdviseCandidate {
-	out := AdviseCandidate{Settings: c.Settings, PeakReservedBytes: c.PeakReservedBytes, Probes: c.Fit.Probes}
-	if c.Fit.Fits {
-		v := c.Fit.MinCapacityBytes
-		out.MinCapacityBytes = &v
+func newAdviseCandidate(c search.Candidate, devices []string) AdviseCandidate {
+	out := AdviseCandidate{Settings: c.Settings, PeakReservedBytes: c.PeakReservedBytes, Probes: c.Fit.Probes,
+		MinCapacityBytes: fitBytes(c.Fit)}
+	if len(devices) > 1 {
+		for i, m := range c.Members {
+			out.Devices = append(out.Devices, AdviseDevice{Trace: devices[i], MinCapacityBytes: fitBytes(m)})
+		}
 	}
 	return out
 }
 
+// fitBytes is a fit's smallest device, or nil when it fits none tried.
+func fitBytes(f search.FitResult) *uint64 {
+	if !f.Fits {
+		return nil
+	}
+	v := f.MinCapacityBytes
+	return &v
+}
+
 // NewAdvise builds the report of advice for the trace at path; gpu is the
 // GPU's total memory to write a JAX capture's memory fraction for (0: not
-// known).
-func NewAdvise(name, path string, device uint64, a search.Advice, gpu uint64) Advise {
+// known). devices name a job's traces, when the advice is for a job
+// (search.Job.Advise), and are nil for one trace.
+func NewAdvise(name, path string, device uint64, a search.Advice, gpu uint64, devices []string) Advise {
 	r := Advise{Version: AdviseVersion, Trace: name, Path: path, Allocator: a.Allocator, DeviceCapacityBytes: device,
-		Recorded: newAdviseCandidate(a.Recorded), RecordedModel: newAdviseCandidate(a.ModelRecorded),
-		Best:    AdviseBest{Env: search.Env(a.Allocator, a.Best.Settings), AdviseCandidate: newAdviseCandidate(a.Best)},
-		Effects: []AdviseEffect{}, Candidates: []AdviseCandidate{}, Notes: []string{}}
+		Recorded: newAdviseCandidate(a.Recorded, devices), RecordedModel: newAdviseCandidate(a.ModelRecorded, devices),
+		Best:    AdviseBest{Env: search.Env(a.Allocator, a.Best.Settings), AdviseCandidate: newAdviseCandidate(a.Best, devices)},
+		Effects: []AdviseEffect{}, Candidates: []AdviseCandidate{}, Notes: []string{}, Devices: devices}
 	if a.JAX {
 		r.DeviceMemoryBytes = gpu
 		r.Best.Env = xlaLine(a.Best, gpu)
@@ -105,7 +131,7 @@ func NewAdvise(name, path string, device uint64, a search.Advice, gpu uint64) Ad
 		r.Effects = append(r.Effects, out)
 	}
 	for _, c := range a.Candidates {
-		out := newAdviseCandidate(c)
+		out := newAdviseCandidate(c, devices)
 		if a.JAX {
 			out.Env = xlaLine(c, gpu)
 		}
@@ -148,6 +174,13 @@ func WriteAdviseTable(w io.Writer, a Advise) error {
 		fmt.Fprintf(w, ": %s more than the recorded settings need (%s)\n", Bytes(uint64(-a.SavedBytes)), sizeOrNone(a.RecordedModel.MinCapacityBytes))
 	default:
 		fmt.Fprintf(w, "; the recorded settings are as good (%s)\n", sizeOrNone(a.RecordedModel.MinCapacityBytes))
+	}
+	if len(a.Devices) > 1 {
+		fmt.Fprintf(w, "  for a job of %s, one setting for all; each needs:", plural(int64(len(a.Devices)), "device"))
+		for _, d := range a.Best.Devices {
+			fmt.Fprintf(w, " %s %s;", d.Trace, sizeOrNone(d.MinCapacityBytes))
+		}
+		fmt.Fprintln(w, " the largest decides")
 	}
 	for _, e := range a.Effects {
 		change := "fits no device tried"

@@ -21,12 +21,6 @@ const FitVersion = 1
 // FitFormats are the formats of fit's and advise's reports.
 var FitFormats = []string{"table", "json"}
 
-// GPUSizes are the memory sizes of common GPUs the fit report weighs the
-// answer against, in GiB: 16 (V100, T4), 24 (A10, L4, RTX 4090), 32
-// (V100 32GB, RTX 5090), 40 (A100 40GB), 48 (L40S, A6000), 80 (A100, H100),
-// 94 (H100 NVL) and 141 (H200).
-var GPUSizes = []uint64{16, 24, 32, 40, 48, 80, 94, 141}
-
 // Fit is bfcsim fit's report.
 type Fit struct {
 	Version int    `json:"bfcsim_fit"`
@@ -39,13 +33,31 @@ type Fit struct {
 	PeakLiveBytes       uint64      `json:"peak_live_bytes"`
 	Results             []FitResult `json:"results"`
 	// Max is --max, when given: the report says whether every allocator
-	// fits in it.
+	// fits in it; CheckGPU is --gpu, when given, likewise.
 	MaxBytes uint64 `json:"max_bytes,omitempty"`
+	CheckGPU string `json:"check_gpu,omitempty"`
 	// DeviceMemoryBytes is the GPU a JAX capture's memory fraction is
 	// written for (--device-memory), 0 when not given.
 	DeviceMemoryBytes uint64 `json:"device_memory_bytes,omitempty"`
 	// Source is where the trace came from (its header's source).
 	Source string `json:"source,omitempty"`
+	// Device is the device of a job's recording the trace holds, when its
+	// header names one.
+	Device *int `json:"device,omitempty"`
+	// ContextReserveBytes is what each GPU's usable bytes leave out (the
+	// CUDA context and libraries).
+	ContextReserveBytes uint64 `json:"context_reserve_bytes"`
+}
+
+// FitOptions say what a fit report weighs its answer against.
+type FitOptions struct {
+	// DeviceMemoryBytes is the GPU a JAX capture's memory fraction is
+	// written for (--device-memory), 0 when not given.
+	DeviceMemoryBytes uint64
+	// GPUs are the GPUs the answer is weighed against (search.GPUs, or
+	// the one --gpu names), each less ContextReserveBytes.
+	GPUs                []search.GPU
+	ContextReserveBytes uint64
 }
 
 func (f Fit) jax() bool { return f.Source == search.JAXSource }
@@ -91,20 +103,34 @@ type FitTrial struct {
 	FailedEvent       *int64 `json:"failed_event"`
 }
 
-// GPUFit says whether the trace fits on a GPU of a common size.
+// GPUFit says whether the trace fits on a GPU: in its total as the driver
+// reports it, less the context reserve (usable).
 type GPUFit struct {
-	GiB  uint64 `json:"gib"`
-	Fits bool   `json:"fits"`
-	// HeadroomBytes is the GPU's memory less the smallest capacity;
+	Name             string `json:"name"`
+	TotalMemoryBytes uint64 `json:"total_memory_bytes"`
+	UsableBytes      uint64 `json:"usable_bytes"`
+	Fits             bool   `json:"fits"`
+	// HeadroomBytes is the usable bytes less the smallest capacity;
 	// negative when it does not fit.
 	HeadroomBytes int64 `json:"headroom_bytes"`
 }
 
-// NewFit builds the report of a fit of the trace at path; gpu is the GPU's
-// total memory to write a JAX capture's memory fraction for (0: not known).
-func NewFit(name, path string, tr *search.Trace, results []search.FitResult, gpu uint64) Fit {
+// newGPUFits weighs need (fits false: none) against opt's GPUs.
+func newGPUFits(need uint64, fits bool, opt FitOptions) []GPUFit {
+	out := []GPUFit{}
+	for _, g := range search.FitsOn(need, fits, opt.GPUs, opt.ContextReserveBytes) {
+		out = append(out, GPUFit{Name: g.GPU.Name, TotalMemoryBytes: g.GPU.TotalBytes, UsableBytes: g.UsableBytes,
+			Fits: g.Fits, HeadroomBytes: g.HeadroomBytes})
+	}
+	return out
+}
+
+// NewFit builds the report of a fit of the trace at path.
+func NewFit(name, path string, tr *search.Trace, results []search.FitResult, opt FitOptions) Fit {
+	gpu := opt.DeviceMemoryBytes
 	f := Fit{Version: FitVersion, Trace: name, Path: path, Events: tr.Summary.Events,
-		PeakLiveBytes: tr.Summary.PeakLiveBytes, Results: []FitResult{}, Source: tr.Setup.Source}
+		PeakLiveBytes: tr.Summary.PeakLiveBytes, Results: []FitResult{}, Source: tr.Setup.Source,
+		ContextReserveBytes: opt.ContextReserveBytes}
 	if tr.IsJAX() {
 		f.DeviceMemoryBytes = gpu
 	}
@@ -140,34 +166,79 @@ func NewFit(name, path string, tr *search.Trace, results []search.FitResult, gpu
 				out.Env = line
 			}
 		}
-		for _, g := range GPUSizes {
-			size := g << 30
-			gf := GPUFit{GiB: g}
-			if r.Fits {
-				gf.Fits = r.MinCapacityBytes <= size
-				gf.HeadroomBytes = int64(size) - int64(r.MinCapacityBytes)
-			}
-			out.GPUs = append(out.GPUs, gf)
-		}
+		out.GPUs = newGPUFits(r.MinCapacityBytes, r.Fits, opt)
 		f.Results = append(f.Results, out)
 	}
 	f.DeviceCapacityBytes = tr.Capacity()
 	return f
 }
 
-// Exceeds lists the allocators whose smallest capacity is above f.MaxBytes
-// (or that fit nowhere); none when MaxBytes is 0.
-func (f *Fit) Exceeds() []string {
-	if f.MaxBytes == 0 {
+// gpuColumn is one allocator's column of the GPU table.
+type gpuColumn struct {
+	allocator string
+	fits      bool // somewhere
+	gpus      []GPUFit
+}
+
+// writeGPUTable writes, for each GPU, whether each column's need fits in
+// its usable bytes, and by how much.
+func writeGPUTable(w io.Writer, cols []gpuColumn, reserve uint64) error {
+	if len(cols) == 0 || len(cols[0].gpus) == 0 {
 		return nil
 	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	heads := []string{"GPU", "USABLE"}
+	for _, c := range cols {
+		heads = append(heads, strings.ToUpper(c.allocator))
+	}
+	fmt.Fprintln(tw, strings.Join(heads, "\t"))
+	for gi, g := range cols[0].gpus {
+		cells := []string{g.Name, Bytes(g.UsableBytes)}
+		for _, c := range cols {
+			gf := c.gpus[gi]
+			switch {
+			case !c.fits:
+				cells = append(cells, "does not fit")
+			case gf.Fits:
+				cells = append(cells, "fits, "+Bytes(uint64(gf.HeadroomBytes))+" to spare")
+			default:
+				cells = append(cells, "does not fit, "+Bytes(uint64(-gf.HeadroomBytes))+" short")
+			}
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "USABLE is the GPU's memory as its driver reports it, less %s for the CUDA context and libraries (--context-reserve)\n", Bytes(reserve))
+	return err
+}
+
+// Exceeds lists the allocators whose smallest capacity is above f.MaxBytes
+// or does not fit the GPU --gpu checks (or that fit nowhere); none when
+// neither is given.
+func (f *Fit) Exceeds() []string {
 	var out []string
 	for _, r := range f.Results {
-		if r.MinCapacityBytes == nil || *r.MinCapacityBytes > f.MaxBytes {
+		if exceeds(r.MinCapacityBytes, f.MaxBytes, f.CheckGPU, r.GPUs) {
 			out = append(out, r.Allocator)
 		}
 	}
 	return out
+}
+
+// exceeds says whether need (nil: fits nowhere) is over maxBytes, when
+// given, or does not fit the one GPU checkGPU names, when given.
+func exceeds(need *uint64, maxBytes uint64, checkGPU string, gpus []GPUFit) bool {
+	switch {
+	case maxBytes == 0 && checkGPU == "":
+		return false
+	case need == nil:
+		return true
+	case maxBytes > 0 && *need > maxBytes:
+		return true
+	}
+	return checkGPU != "" && len(gpus) == 1 && !gpus[0].Fits
 }
 
 // RenderFit writes f in the named format.
@@ -190,6 +261,43 @@ func renderSearch(w io.Writer, format string, v any, table func() error) error {
 // WriteFitTable writes the answer per allocator, the settings it used,
 // and a line per common GPU size.
 func WriteFitTable(w io.Writer, f Fit) error {
+	if err := writeFitAnswer(w, f); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	cols := make([]gpuColumn, len(f.Results))
+	for i := range f.Results {
+		cols[i] = gpuColumn{f.Results[i].Allocator, f.Results[i].MinCapacityBytes != nil, f.Results[i].GPUs}
+	}
+	if err := writeGPUTable(w, cols, f.ContextReserveBytes); err != nil {
+		return err
+	}
+	writeFitCheck(w, f.MaxBytes, f.CheckGPU, f.Exceeds())
+	return nil
+}
+
+// writeFitCheck says whether what --max or --gpu asks fits: over lists
+// what does not.
+func writeFitCheck(w io.Writer, maxBytes uint64, gpu string, over []string) {
+	var what string
+	switch {
+	case maxBytes > 0:
+		what = "--max " + Bytes(maxBytes)
+	case gpu != "":
+		what = "--gpu " + gpu
+	default:
+		return
+	}
+	if len(over) > 0 {
+		fmt.Fprintf(w, "\n%s: %s does not fit\n", what, strings.Join(over, ", "))
+	} else {
+		fmt.Fprintf(w, "\n%s: every allocator fits\n", what)
+	}
+}
+
+// writeFitAnswer writes a fit's answer per allocator and the settings it
+// holds for.
+func writeFitAnswer(w io.Writer, f Fit) error {
 	fmt.Fprintf(w, "%s: %s, peak live %s; the smallest device on which every allocation is served\n",
 		f.Trace, plural(f.Events, "event"), Bytes(f.PeakLiveBytes))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -222,38 +330,6 @@ func WriteFitTable(w io.Writer, f Fit) error {
 		if r.ScratchFailures > 0 {
 			fmt.Fprintf(w, "  %s: at that size %s that the program frees before allocating anything else failed (scratch space a library can do without, as PyTorch's cuDNN convolutions do by trying another algorithm); --strict counts them\n",
 				r.Allocator, plural(r.ScratchFailures, "allocation"))
-		}
-	}
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	heads := []string{"GPU"}
-	for _, r := range f.Results {
-		heads = append(heads, strings.ToUpper(r.Allocator))
-	}
-	fmt.Fprintln(tw, strings.Join(heads, "\t"))
-	for gi, g := range GPUSizes {
-		cells := []string{fmt.Sprintf("%d GiB", g)}
-		for _, r := range f.Results {
-			gf := r.GPUs[gi]
-			switch {
-			case r.MinCapacityBytes == nil:
-				cells = append(cells, "does not fit")
-			case gf.Fits:
-				cells = append(cells, "fits, "+Bytes(uint64(gf.HeadroomBytes))+" to spare")
-			default:
-				cells = append(cells, "does not fit, "+Bytes(uint64(-gf.HeadroomBytes))+" short")
-			}
-		}
-		fmt.Fprintln(tw, strings.Join(cells, "\t"))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if f.MaxBytes > 0 {
-		if over := f.Exceeds(); len(over) > 0 {
-			fmt.Fprintf(w, "\n--max %s: %s does not fit\n", Bytes(f.MaxBytes), strings.Join(over, ", "))
-		} else {
-			fmt.Fprintf(w, "\n--max %s: every allocator fits\n", Bytes(f.MaxBytes))
 		}
 	}
 	return nil

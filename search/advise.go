@@ -42,9 +42,13 @@ var AdvisedSettings = map[string][]Setting{
 type Candidate struct {
 	// Settings are the advised settings' values, every one of them.
 	Settings map[string]string
-	// Fit is the smallest device it runs the trace on.
-	Fit FitResult
-	// PeakReservedBytes is its peak without a limit.
+	// Fit is the smallest device it runs the trace on: for a job, the
+	// deciding trace's (Job), and Members every trace's in the job's
+	// order.
+	Fit     FitResult
+	Members []FitResult
+	// PeakReservedBytes is its peak without a limit (a job's: the most
+	// any of its traces reserves).
 	PeakReservedBytes uint64
 }
 
@@ -94,6 +98,14 @@ type Advice struct {
 // Every candidate's smallest device is a Fit. Options spec sets are kept
 // fixed.
 func (t *Trace) Advise(ctx context.Context, spec sim.AllocatorSpec) (Advice, error) {
+	return Job{t}.Advise(ctx, spec)
+}
+
+// Advise is Trace.Advise for a job: each candidate is fitted on every
+// trace, and weighed by the one that needs the most (Job). The recorded
+// settings are the first trace's: the traces of one job share them.
+func (j Job) Advise(ctx context.Context, spec sim.AllocatorSpec) (Advice, error) {
+	t := j[0]
 	if u := t.Setup.Recorded.Options["unmodelled"]; u != "" && t.Setup.Recorded.Allocator == spec.Name {
 		return Advice{}, fmt.Errorf("the recording's allocator ran with settings bfcsim does not model (%s): advice from the model would not hold for it", u)
 	}
@@ -125,11 +137,17 @@ func (t *Trace) Advise(ctx context.Context, spec sim.AllocatorSpec) (Advice, err
 		if model {
 			opts["segments"] = allocators.PyTorchSegmentsModel
 		}
-		f, err := t.FitOne(ctx, sim.AllocatorSpec{Name: spec.Name, Options: opts})
-		if err != nil {
-			return nil, err
+		c := &Candidate{Settings: vals}
+		for _, m := range j {
+			f, err := m.FitOne(ctx, sim.AllocatorSpec{Name: spec.Name, Options: opts})
+			if err != nil {
+				return nil, err
+			}
+			c.Members = append(c.Members, f)
+			c.PeakReservedBytes = max(c.PeakReservedBytes, f.PeakReservedBytes)
 		}
-		c := &Candidate{Settings: vals, Fit: f, PeakReservedBytes: f.PeakReservedBytes}
+		_, _, deciding := weigh(c.Members)
+		c.Fit = c.Members[deciding]
 		cache[key] = c
 		if !model {
 			adv.Candidates = append(adv.Candidates, *c)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -47,10 +48,10 @@ do (docs/allocators.md).`,
   bfcsim advise snapshot.pickle --set pytorch.expandable_segments=false   # keep it off
   bfcsim advise traces/transformer-train.jsonl -a bfc -f json
   bfcsim advise jax.xplane.pb --device-memory 85017493504   # JAX on an H100 80GB`,
-		Args: exactlyOneTrace,
+		Args: traceArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.replay.allocatorsGiven = cmd.Flags().Changed("allocators")
-			return runAdvise(cmd, e, o, args[0])
+			return runAdvise(cmd, e, o, args)
 		},
 	}
 	o.add(cmd)
@@ -58,8 +59,8 @@ do (docs/allocators.md).`,
 	return cmd
 }
 
-func runAdvise(cmd *cobra.Command, e *env, o *adviseOptions, path string) error {
-	if err := o.check("advise", path); err != nil {
+func runAdvise(cmd *cobra.Command, e *env, o *adviseOptions, paths []string) error {
+	if err := o.check("advise", paths); err != nil {
 		return err
 	}
 	if o.replay.allocatorsGiven && len(o.replay.allocators) != 1 {
@@ -73,22 +74,30 @@ func runAdvise(cmd *cobra.Command, e *env, o *adviseOptions, path string) error 
 			return fmt.Errorf("advise has no settings to try for %s; it advises pytorch and bfc", name)
 		}
 	}
-	s, err := openSearch(cmd, e, &o.replay, path, !o.strict, o.jobs, o.gpuBytes)
+	s, err := openSearch(cmd, e, &o.replay, paths, !o.strict, o.jobs, o.gpuBytes)
 	if err != nil {
 		return err
 	}
-	defer s.tr.Close()
+	defer s.close()
 	spec := s.specs[0]
 	if _, ok := search.AdvisedSettings[spec.Name]; !ok {
 		s.finish()
 		return fmt.Errorf("advise has no settings to try for %s; it advises pytorch and bfc", spec.Name)
 	}
-	adv, err := s.tr.Advise(cmd.Context(), spec)
+	adv, err := s.job().Advise(cmd.Context(), spec)
 	s.finish()
 	if err != nil {
 		return err
 	}
-	rep := report.NewAdvise(s.name, path, s.tr.Capacity(), adv, o.gpuBytes)
+	first := s.members[0]
+	name, path, devices := first.name, first.path, []string(nil)
+	if len(s.members) > 1 {
+		for _, m := range s.members {
+			devices = append(devices, m.name)
+		}
+		name, path = report.JobName(devices), strings.Join(paths, " ")
+	}
+	rep := report.NewAdvise(name, path, first.tr.Capacity(), adv, o.gpuBytes, devices)
 	if o.out != "" {
 		if err := outfile.Write(o.out, func(w io.Writer) error { return report.RenderAdvise(w, rep, "json") }); err != nil {
 			return err

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -47,15 +49,15 @@ func (o *searchFlags) add(cmd *cobra.Command) {
 }
 
 // check refuses, before anything is read, what a search cannot do with
-// path.
-func (o *searchFlags) check(cmd string, path string) error {
+// paths.
+func (o *searchFlags) check(cmd string, paths []string) error {
 	if !slices.Contains(report.FitFormats, o.format) {
 		return fmt.Errorf("unknown format %q (want one of %s)", o.format, strings.Join(report.FitFormats, ", "))
 	}
 	if o.jobs < 0 {
 		return fmt.Errorf("-j %d: want at least 1 replay at a time", o.jobs)
 	}
-	if path == "-" {
+	if slices.Contains(paths, "-") {
 		return fmt.Errorf("%s reads the trace onto a temporary tape and replays it many times: give a file, or save standard input to one", cmd)
 	}
 	if o.gpu != "" {
@@ -64,19 +66,21 @@ func (o *searchFlags) check(cmd string, path string) error {
 			return fmt.Errorf("--device-memory %q: want a size such as 85017493504 or 79.18GiB", o.gpu)
 		}
 	}
-	return checkOutputs([]string{path}, "", o.out)
+	return checkOutputs(paths, "", o.out)
 }
 
 // fitOptions are one fit invocation's flags.
 type fitOptions struct {
 	searchFlags
 	max string
+	// gpu is --gpu: the one GPU to check; reserve --context-reserve.
+	gpu, reserve string
 }
 
 func newFitCmd(e *env) *cobra.Command {
 	o := &fitOptions{}
 	cmd := &cobra.Command{
-		Use:   "fit TRACE [flags]",
+		Use:   "fit TRACE... [flags]",
 		Short: "Find the smallest device each allocator runs a trace on",
 		Long: `Find, for each allocator, the smallest device on which replaying the trace
 fails no allocation, to the allocator's granularity: 2 MiB for pytorch, whose
@@ -84,10 +88,18 @@ limit is PyTorch's own (torch.cuda.set_per_process_memory_fraction: a limit on
 the bytes it reserves, on a device of the trace's size); 1 MiB for bfc (as
 TensorFlow takes a GPU's memory limit); the device's 256 bytes otherwise.
 
-The answer is printed with the settings it holds for, and, for each common
-GPU size (16, 24, 32, 40, 48, 80, 94 and 141 GiB), whether the trace fits and
-with how much to spare. With --max SIZE, fit exits 1 when an allocator does
-not fit in SIZE: a CI check that a model still fits its GPU.
+The answer is printed with the settings it holds for, and, for each GPU
+people run on, whether the trace fits and with how much to spare: in the
+GPU's memory as its driver reports it (cudaMemGetInfo's total, less than the
+size on the box), less what the CUDA context and libraries take first
+(--context-reserve; docs/fit.md gives every figure's source). With --max
+SIZE, fit exits 1 when an allocator does not fit in SIZE, and with --gpu NAME
+when it does not fit that GPU: a CI check that a model still fits its GPU.
+
+A job of several GPUs fits when every device does. A PyTorch snapshot of
+several devices is such a job (--device N fits one), and so are several
+recordings given at once, one per rank of a run: fit answers for each
+device, then for the job, naming the device that decides.
 
 A PyTorch recording is replayed as recorded (its settings, its segments while
 the model would make the same decisions; see 'bfcsim replay --help'), and
@@ -113,24 +125,20 @@ one, which caching allocators need not do; every capacity tried is in -f json.`,
   bfcsim fit snapshot.pickle --max 24GiB           # exit 1 if it no longer fits a 24 GiB GPU
   bfcsim fit snapshot.pickle --set pytorch.expandable_segments=true
   bfcsim fit traces/transformer-train.jsonl -a bfc,naive -f json
-  bfcsim fit jax.xplane.pb --device-memory 85017493504   # JAX: the fraction for an H100 80GB`,
-		Args: exactlyOneTrace,
+  bfcsim fit jax.xplane.pb --device-memory 85017493504   # JAX: the fraction for an H100 80GB
+  bfcsim fit rank0.pickle rank1.pickle rank2.pickle rank3.pickle --gpu A100-40GB   # a job, one file per rank`,
+		Args: traceArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.replay.allocatorsGiven = cmd.Flags().Changed("allocators")
-			return runFit(cmd, e, o, args[0])
+			return runFit(cmd, e, o, args)
 		},
 	}
 	o.add(cmd)
-	cmd.Flags().StringVar(&o.max, "max", "", "exit 1 when an allocator needs more than this `SIZE` (e.g. 24GiB)")
+	f := cmd.Flags()
+	f.StringVar(&o.max, "max", "", "exit 1 when an allocator needs more than this `SIZE` (e.g. 24GiB)")
+	f.StringVar(&o.gpu, "gpu", "", "weigh the answer against this GPU alone, and exit 1 when it does not fit (e.g. H100-80GB, L4; see --help's list)")
+	f.StringVar(&o.reserve, "context-reserve", report.Bytes(search.DefaultContextReserveBytes), "what the CUDA context and libraries take of each GPU before the allocator reserves a byte (`SIZE`)")
 	return cmd
-}
-
-// exactlyOneTrace requires one trace argument.
-func exactlyOneTrace(cmd *cobra.Command, args []string) error {
-	if len(args) != 1 {
-		return fmt.Errorf("%s takes one trace file (see '%s --help')", cmd.Name(), cmd.CommandPath())
-	}
-	return nil
 }
 
 // hideFlags hides the replay flags a command takes but has no use for.
@@ -140,7 +148,7 @@ func hideFlags(cmd *cobra.Command, names ...string) {
 	}
 }
 
-func runFit(cmd *cobra.Command, e *env, o *fitOptions, path string) error {
+func runFit(cmd *cobra.Command, e *env, o *fitOptions, paths []string) error {
 	var maxBytes uint64
 	if o.max != "" {
 		var err error
@@ -148,42 +156,106 @@ func runFit(cmd *cobra.Command, e *env, o *fitOptions, path string) error {
 			return fmt.Errorf("--max %q: want a size such as 24GiB", o.max)
 		}
 	}
-	if err := o.check("fit", path); err != nil {
+	if err := o.check("fit", paths); err != nil {
 		return err
 	}
-	s, err := openSearch(cmd, e, &o.replay, path, !o.strict, o.jobs, o.gpuBytes)
+	opt := report.FitOptions{DeviceMemoryBytes: o.gpuBytes, GPUs: search.GPUs}
+	var err error
+	if opt.ContextReserveBytes, err = allocators.ParseSize(o.reserve); err != nil {
+		return fmt.Errorf("--context-reserve %q: want a size such as 768MiB", o.reserve)
+	}
+	if o.gpu != "" {
+		g, err := search.LookupGPU(o.gpu)
+		if err != nil {
+			return fmt.Errorf("--gpu: %w", err)
+		}
+		opt.GPUs = []search.GPU{g}
+	}
+	s, err := openSearch(cmd, e, &o.replay, paths, !o.strict, o.jobs, o.gpuBytes)
 	if err != nil {
 		return err
 	}
-	defer s.tr.Close()
-	results, err := s.tr.Fit(cmd.Context())
+	defer s.close()
+	fits, err := s.job().Fit(cmd.Context())
 	s.finish()
 	if err != nil {
 		return err
 	}
-	rep := report.NewFit(s.name, path, s.tr, results, o.gpuBytes)
-	rep.MaxBytes = maxBytes
+	var devices []report.Fit
+	for m, member := range s.members {
+		results := make([]search.FitResult, len(fits))
+		for i := range fits {
+			results[i] = fits[i].Members[m]
+		}
+		rep := report.NewFit(member.name, member.path, member.tr, results, opt)
+		rep.Device, rep.MaxBytes = member.device, maxBytes
+		if o.gpu != "" {
+			rep.CheckGPU = opt.GPUs[0].Name
+		}
+		devices = append(devices, rep)
+	}
+	render := func(w io.Writer, format string) error { return report.RenderFit(w, devices[0], format) }
+	over := devices[0].Exceeds()
+	if len(devices) > 1 {
+		names := make([]string, len(devices))
+		for i, d := range devices {
+			names[i] = d.Trace
+		}
+		job := report.NewFitJob(report.JobName(names), devices, fits, opt)
+		job.MaxBytes, job.CheckGPU = maxBytes, devices[0].CheckGPU
+		render = func(w io.Writer, format string) error { return report.RenderFitJob(w, job, format) }
+		over = job.Exceeds()
+	}
 	if o.out != "" {
-		if err := outfile.Write(o.out, func(w io.Writer) error { return report.RenderFit(w, rep, "json") }); err != nil {
+		if err := outfile.Write(o.out, func(w io.Writer) error { return render(w, "json") }); err != nil {
 			return err
 		}
 	}
-	if err := report.RenderFit(cmd.OutOrStdout(), rep, o.format); err != nil {
+	if err := render(cmd.OutOrStdout(), o.format); err != nil {
 		return err
 	}
-	if over := rep.Exceeds(); len(over) > 0 {
-		return &exitError{code: exitFailed, err: fmt.Errorf("%s does not fit in %s (--max)", strings.Join(over, ", "), o.max)}
+	if len(over) > 0 {
+		what := o.max + " (--max)"
+		if o.max == "" {
+			g := opt.GPUs[0]
+			what = fmt.Sprintf("the %s's %s (--gpu)", g.Name, report.Bytes(g.TotalBytes-min(opt.ContextReserveBytes, g.TotalBytes)))
+		}
+		return &exitError{code: exitFailed, err: fmt.Errorf("%s does not fit in %s", strings.Join(over, ", "), what)}
 	}
 	return nil
 }
 
-// searchRun is a trace loaded for a search, with its progress bar.
+// searchRun is the traces loaded for a search, one per device of the job
+// they make (one for a single recording), with a progress bar.
 type searchRun struct {
-	tr     *search.Trace
-	specs  []sim.AllocatorSpec // the allocators searched, with their options
-	name   string
-	bar    *progressbar.ProgressBar
-	probes atomic.Int64
+	members []searchMember
+	specs   []sim.AllocatorSpec // the allocators searched, with their options
+	opt     search.Options
+	bar     *progressbar.ProgressBar
+	probes  atomic.Int64
+}
+
+// searchMember is one trace of a search: a recording's device.
+type searchMember struct {
+	tr         *search.Trace
+	name, path string
+	device     *int // the device its header names, if any
+}
+
+// job is the traces searched, as a job (one trace: a job of one).
+func (s *searchRun) job() search.Job {
+	j := make(search.Job, len(s.members))
+	for i, m := range s.members {
+		j[i] = m.tr
+	}
+	return j
+}
+
+// close lets the traces' tapes go.
+func (s *searchRun) close() {
+	for _, m := range s.members {
+		m.tr.Close()
+	}
 }
 
 // finish clears the progress bar.
@@ -193,65 +265,154 @@ func (s *searchRun) finish() {
 	}
 }
 
-// openSearch reads the trace at path for a search (fit, advise): the
-// allocators and options as replay takes them, pytorch alone for a PyTorch
-// recording unless -a is given.
-func openSearch(cmd *cobra.Command, e *env, o *replayOptions, path string, tolerate bool, jobs int, gpu uint64) (*searchRun, error) {
-	t, err := input.OpenFile(cmd.Context(), path, e.stdin, input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator, Device: o.recordingDevice})
+// openSearch reads the traces at paths for a search (fit, advise), each
+// device of a recording of several as a trace of its own (unless --device
+// picks one), as one job: the allocators and options as replay takes
+// them, a recording's own allocator alone unless -a is given.
+func openSearch(cmd *cobra.Command, e *env, o *replayOptions, paths []string, tolerate bool, jobs int, gpu uint64) (_ *searchRun, err error) {
+	s := &searchRun{}
+	defer func() {
+		if err != nil {
+			s.finish()
+			s.close()
+		}
+	}()
+	if jobs == 0 {
+		jobs = runtime.NumCPU()
+	}
+	var recorded string // the allocator of the first trace's recording
+	for _, path := range paths {
+		if e.progress && !o.quiet && s.bar == nil {
+			s.bar = progressbar.NewOptions(-1, progressbar.OptionSetWriter(e.stderr),
+				progressbar.OptionSetDescription("reading "+path), progressbar.OptionSpinnerType(14),
+				progressbar.OptionThrottle(progressTick), progressbar.OptionClearOnFinish())
+		}
+		devices := []int{o.recordingDevice}
+		for i := 0; i < len(devices); i++ {
+			m, others, err := s.load(cmd, e, o, path, devices[i], tolerate, jobs, &recorded)
+			if err != nil {
+				return nil, err
+			}
+			s.members = append(s.members, m)
+			devices = append(devices, others...)
+		}
+		if len(devices) > 1 {
+			// A recording of several devices: a trace per device, named
+			// for it, in device order.
+			first := len(s.members) - len(devices)
+			for i := first; i < len(s.members); i++ {
+				if s.members[i].device != nil {
+					s.members[i].name = fmt.Sprintf("%s-device%d", s.members[i].name, *s.members[i].device)
+				}
+			}
+			slices.SortStableFunc(s.members[first:], func(a, b searchMember) int {
+				return cmp.Compare(deviceOrder(a.device), deviceOrder(b.device))
+			})
+		}
+	}
+	distinctNames(s.members)
+	if gpu > 0 && !s.members[0].tr.IsJAX() {
+		fmt.Fprintf(e.stderr, "bfcsim: warning: --device-memory is for JAX captures (XLA_PYTHON_CLIENT_MEM_FRACTION is a fraction of it); %s is not one, and it changes nothing\n", paths[0])
+	}
+	return s, nil
+}
+
+// distinctNames gives traces of one name (files of one run's ranks, each
+// named after the snapshot it came from) names of their own: NAME-deviceN,
+// else NAME-K by place.
+func distinctNames(ms []searchMember) {
+	count := map[string]int{}
+	for _, m := range ms {
+		count[m.name]++
+	}
+	for i := range ms {
+		if count[ms[i].name] < 2 {
+			continue
+		}
+		if ms[i].device != nil {
+			ms[i].name = fmt.Sprintf("%s-device%d", ms[i].name, *ms[i].device)
+		} else {
+			ms[i].name = fmt.Sprintf("%s-%d", ms[i].name, i+1)
+		}
+	}
+}
+
+// deviceOrder sorts traces by device, those without one last.
+func deviceOrder(d *int) int {
+	if d == nil {
+		return math.MaxInt
+	}
+	return *d
+}
+
+// load reads device of the trace at path (-1: the one with the most trace
+// entries) onto a tape for the search. others are the devices of a
+// recording of several that hold allocations besides it, when device was
+// -1. The first trace loaded settles the allocators searched (recorded is
+// its recording's); the others must be recordings of the same allocator.
+func (s *searchRun) load(cmd *cobra.Command, e *env, o *replayOptions, path string, device int, tolerate bool,
+	jobs int, recorded *string) (searchMember, []int, error) {
+	t, err := input.OpenFile(cmd.Context(), path, e.stdin, input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator, Device: device})
 	if err != nil {
-		return nil, err
+		return searchMember{}, nil, err
 	}
 	defer t.Close()
 	setup, err := sim.SetupOf(t.Header())
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return searchMember{}, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if !o.allocatorsGiven && setup.Recorded.Allocator != "" {
-		// A recording: the allocator that made it.
-		o.allocators = []string{setup.Recorded.Allocator}
-		o.allocatorsGiven = true
+	if s.specs == nil {
+		*recorded = setup.Recorded.Allocator
+		if !o.allocatorsGiven && setup.Recorded.Allocator != "" {
+			// A recording: the allocator that made it.
+			o.allocators = []string{setup.Recorded.Allocator}
+			o.allocatorsGiven = true
+		}
+		p, err := o.plan([]string{path})
+		if err != nil {
+			return searchMember{}, nil, err
+		}
+		if o.spaceKind == "cuda" {
+			return searchMember{}, nil, fmt.Errorf("--space cuda: %s runs many replays at once, which would share the GPU's memory; replay one allocator at a time on a GPU instead", cmd.Name())
+		}
+		s.specs = p.specs
+		s.opt = search.Options{
+			Space:           allocators.SpaceConfig{Kind: o.spaceKind, Capacity: p.capacity, Options: p.spaceOpts},
+			Workers:         jobs,
+			TolerateScratch: tolerate,
+			Progress: func(search.Probe) {
+				n := s.probes.Add(1)
+				if s.bar != nil {
+					s.bar.Describe(fmt.Sprintf("%d probes", n))
+					_ = s.bar.Add(1)
+				}
+			},
+		}
+	} else if setup.Recorded.Allocator != *recorded {
+		return searchMember{}, nil, fmt.Errorf("%s: the recordings of one job must come from one allocator (%s ran %s, the first %s); search them one at a time",
+			path, path, orNone(setup.Recorded.Allocator), orNone(*recorded))
 	}
-	p, err := o.plan([]string{path})
+	tr, err := search.Load(cmd.Context(), t, setup, s.specs, s.opt)
 	if err != nil {
-		return nil, err
+		return searchMember{}, nil, err
 	}
-	if o.spaceKind == "cuda" {
-		return nil, fmt.Errorf("--space cuda: %s runs many replays at once, which would share the GPU's memory; replay one allocator at a time on a GPU instead", cmd.Name())
+	m := searchMember{tr: tr, name: traceName(t.Header().Name, path), path: path}
+	if d, ok := report.DeviceOf(t.Header()); ok {
+		m.device = &d
 	}
-	if jobs == 0 {
-		jobs = runtime.NumCPU()
-	}
-	s := &searchRun{name: traceName(t.Header().Name, path), specs: p.specs}
-	if e.progress && !o.quiet {
-		s.bar = progressbar.NewOptions(-1, progressbar.OptionSetWriter(e.stderr),
-			progressbar.OptionSetDescription("reading "+path), progressbar.OptionSpinnerType(14),
-			progressbar.OptionThrottle(progressTick), progressbar.OptionClearOnFinish())
-	}
-	opt := search.Options{
-		Space:           allocators.SpaceConfig{Kind: o.spaceKind, Capacity: p.capacity, Options: p.spaceOpts},
-		Workers:         jobs,
-		TolerateScratch: tolerate,
-		Progress: func(search.Probe) {
-			n := s.probes.Add(1)
-			if s.bar != nil {
-				s.bar.Describe(fmt.Sprintf("%s: %d probes", s.name, n))
-				_ = s.bar.Add(1)
-			}
-		},
-	}
-	tr, err := search.Load(cmd.Context(), t, setup, p.specs, opt)
-	if err != nil {
-		s.finish()
-		return nil, err
-	}
-	s.tr = tr
+	others := t.OtherDevices()
 	if !o.quiet {
-		printConversionNote(e.stderr, t, false)
+		printConversionNote(e.stderr, t, device < 0)
 	}
-	if gpu > 0 && !tr.IsJAX() {
-		fmt.Fprintf(e.stderr, "bfcsim: warning: --device-memory is for JAX captures (XLA_PYTHON_CLIENT_MEM_FRACTION is a fraction of it); %s is not one, and it changes nothing\n", path)
+	return m, others, nil
+}
+
+// orNone names an allocator, or says there is none.
+func orNone(name string) string {
+	if name == "" {
+		return "no recorded allocator"
 	}
-	return s, nil
+	return name
 }
 
 // traceName is a trace's name for reports: its header's, else its file's.

@@ -180,24 +180,27 @@ func TestExpandableSnapshot(t *testing.T) {
 }
 
 // writeJobSnapshot writes a PyTorch snapshot (JSON) of a job on three
-// devices, of which devices 0 and 2 allocate (3 and 5 blocks of 256 KiB in
-// a 2 MiB segment, all freed by the end) and device 1 nothing.
+// devices, of which devices 0 and 2 allocate, all freed by the end: device
+// 0 three blocks of 256 KiB in a 2 MiB segment (small pool), device 2 five
+// of 4 MiB in a 20 MiB one (large pool); device 1 nothing.
 func writeJobSnapshot(t *testing.T) string {
 	t.Helper()
 	traces := make([][]map[string]any, 3)
-	for _, d := range []int{0, 2} {
-		base := uint64(0x7f0000000000) + uint64(d)<<36
-		n := 3 + d
-		ev := []map[string]any{{"action": "segment_alloc", "addr": base, "size": 2 << 20, "stream": 0}}
-		for i := range n {
-			ev = append(ev, map[string]any{"action": "alloc", "addr": base + uint64(i)<<18, "size": 1 << 18, "stream": 0})
+	for _, dev := range []struct {
+		d, n           int
+		block, segment uint64
+	}{{0, 3, 256 << 10, 2 << 20}, {2, 5, 4 << 20, 20 << 20}} {
+		base := uint64(0x7f0000000000) + uint64(dev.d)<<36
+		ev := []map[string]any{{"action": "segment_alloc", "addr": base, "size": dev.segment, "stream": 0}}
+		for i := range dev.n {
+			ev = append(ev, map[string]any{"action": "alloc", "addr": base + uint64(i)*dev.block, "size": dev.block, "stream": 0})
 		}
-		for i := range n {
+		for i := range dev.n {
 			for _, a := range []string{"free_requested", "free_completed"} {
-				ev = append(ev, map[string]any{"action": a, "addr": base + uint64(i)<<18, "size": 1 << 18, "stream": 0})
+				ev = append(ev, map[string]any{"action": a, "addr": base + uint64(i)*dev.block, "size": dev.block, "stream": 0})
 			}
 		}
-		traces[d] = append(ev, map[string]any{"action": "segment_free", "addr": base, "size": 2 << 20, "stream": 0})
+		traces[dev.d] = append(ev, map[string]any{"action": "segment_free", "addr": base, "size": dev.segment, "stream": 0})
 	}
 	data, err := json.Marshal(map[string]any{"segments": []any{}, "device_traces": traces})
 	require.NoError(t, err)
