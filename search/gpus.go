@@ -33,8 +33,11 @@ var GPUs = []GPU{
 }
 
 // DefaultContextReserveBytes is the context reserve fit assumes on a GPU:
-// the most non-PyTorch memory measured in a process, on the H100 that
-// recorded traces/h100 (PyTorch 2.11, CUDA 13).
+// what the H100 that recorded traces/h100 (PyTorch 2.11, CUDA 13) showed in
+// each of its four out-of-memory messages, "this process has X in use" less
+// the bytes its snapshot held reserved at the failure: about 760 MiB each
+// (751 to 769 MiB within the messages' rounding), rounded up; the test
+// TestContextReserveIsTheH100s (diagnose) holds it to them.
 const DefaultContextReserveBytes uint64 = 768 << 20
 
 // LookupGPU returns the GPU name names: its Name or an alias, in any case,
