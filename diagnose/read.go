@@ -13,6 +13,7 @@ import (
 	"github.com/bfcsim/bfcsim/diagnose/bfcdump"
 	"github.com/bfcsim/bfcsim/diagnose/pytorchoom"
 	"github.com/bfcsim/bfcsim/trace"
+	"github.com/bfcsim/bfcsim/trace/input"
 )
 
 // Found is what an input to `bfcsim inspect` holds: PyTorch's
@@ -36,21 +37,16 @@ func Read(ctx context.Context, path string, stdin io.Reader) (Found, error) {
 		name = path
 	}
 	open := func() (io.Reader, func(), error) {
-		in := stdin
-		closeFile := func() {}
-		if path != "-" {
-			f, err := os.Open(path)
-			if err != nil {
-				return nil, nil, err
-			}
-			in, closeFile = f, func() { f.Close() }
-		}
-		rc, err := trace.NewDecompressReader(in)
+		raw, err := input.OpenRaw(ctx, path, stdin)
 		if err != nil {
-			closeFile()
+			return nil, nil, err
+		}
+		rc, err := trace.NewDecompressReader(raw)
+		if err != nil {
+			raw.Close()
 			return nil, nil, fmt.Errorf("%s: %w", name, err)
 		}
-		return trace.ContextReader(ctx, rc), func() { rc.Close(); closeFile() }, nil
+		return rc, func() { rc.Close(); raw.Close() }, nil
 	}
 	in, done, err := open()
 	if err != nil {

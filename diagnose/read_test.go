@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -76,4 +78,24 @@ func TestReadRefusesOtherText(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "stdin: neither a MemoryDump protobuf, a TensorFlow BFC log nor a PyTorch out-of-memory message")
 	assert.Contains(t, err.Error(), `line 2, "RuntimeError: CUDA error: out of memory"`)
+}
+
+// An interrupted read of standard input that never sends ends at once.
+func TestReadStopsWhenCancelled(t *testing.T) {
+	r, w := io.Pipe()
+	t.Cleanup(func() { r.Close(); w.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := Read(ctx, "-", r)
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Read did not stop")
+	}
 }

@@ -201,7 +201,7 @@ func runImport(cmd *cobra.Command, e *env, o *importOptions, format, path string
 			return err
 		}
 	}
-	raw, err := input.OpenRaw(path, e.stdin)
+	raw, err := input.OpenRaw(cmd.Context(), path, e.stdin)
 	if err != nil {
 		return err
 	}

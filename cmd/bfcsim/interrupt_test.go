@@ -253,6 +253,80 @@ func TestInterruptStopsEveryCommand(t *testing.T) {
 	}
 }
 
+// Input that stops coming does not hold an interrupt up: a FIFO nobody
+// opens to write, one whose writer sent part of a snapshot and stalls, and
+// standard input from a pipe that never sends. Each command stops within
+// the bound, with nothing left behind.
+func TestInterruptStalledInput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds bfcsim")
+	}
+	bin := filepath.Join(buildBinaries(t), "bfcsim")
+	snap, err := os.ReadFile(fixtures + "real/decomfl.pickle.gz")
+	require.NoError(t, err)
+	for _, sc := range []struct {
+		name string
+		// feed, if set, opens the FIFO to write and sends it part of a
+		// snapshot, holding it open; stdin feeds standard input from a
+		// pipe that never sends.
+		feed, stdin bool
+		args        func(in, out string) []string
+		file        string
+	}{
+		{name: "import from a FIFO nobody writes to", args: func(in, out string) []string {
+			return []string{"import", "pytorch", in, "-o", filepath.Join(out, "t.jsonl")}
+		}, file: "t.jsonl"},
+		{name: "import from a FIFO that stalls", feed: true, args: func(in, out string) []string {
+			return []string{"import", "pytorch", in, "-o", filepath.Join(out, "t.jsonl")}
+		}, file: "t.jsonl"},
+		{name: "replay a FIFO that stalls", feed: true, args: func(in, _ string) []string {
+			return []string{"replay", in, "-q"}
+		}},
+		{name: "inspect standard input that never comes", stdin: true, args: func(string, string) []string {
+			return []string{"inspect", "-"}
+		}},
+		{name: "replay standard input that never comes", stdin: true, args: func(string, string) []string {
+			return []string{"replay", "-", "-q"}
+		}},
+		{name: "import standard input that never comes", stdin: true, args: func(_, out string) []string {
+			return []string{"import", "pytorch", "-", "-o", filepath.Join(out, "t.jsonl")}
+		}, file: "t.jsonl"},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			out, tmp, dir := t.TempDir(), t.TempDir(), t.TempDir()
+			fifo := filepath.Join(dir, "snap.pickle.gz")
+			require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+			var stdin *os.File
+			if sc.stdin {
+				r, w, err := os.Pipe()
+				require.NoError(t, err)
+				t.Cleanup(func() { r.Close(); w.Close() })
+				stdin = r
+			}
+			p := startBfcsimStdin(t, bin, out, tmp, stdin, sc.args(fifo, out)...)
+			if sc.feed {
+				// Opening the FIFO to write waits for bfcsim to open it.
+				w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+				require.NoError(t, err)
+				t.Cleanup(func() { w.Close() })
+				_, err = w.Write(snap[:len(snap)/2])
+				require.NoError(t, err)
+			}
+			time.Sleep(300 * time.Millisecond)
+			latency := p.interrupt(t, syscall.SIGINT)
+			t.Logf("exited %v after the signal", latency.Round(time.Millisecond))
+			assert.Equal(t, exitBadInput, p.cmd.ProcessState.ExitCode(), "stderr:\n%s", p.stderr.String())
+			assert.Equal(t, "bfcsim: interrupted", lastLine(p.stderr.String()))
+			assert.Less(t, latency, 2*time.Second, "the issue's bound for a stalled input")
+			if sc.file != "" {
+				assert.NoFileExists(t, filepath.Join(out, sc.file))
+			}
+			assert.Empty(t, dirNames(t, out), "nothing is left next to the output")
+			assert.Empty(t, dirNames(t, tmp), "nothing is left in TMPDIR")
+		})
+	}
+}
+
 // buildBinaries builds bfcsim, and snapgen to write the snapshot, once,
 // without -race even when the tests run under it, so that their timings
 // are those of the real thing. It returns the directory they are in.
@@ -317,8 +391,18 @@ type bfcsimProcess struct {
 // output is read only after it exits.
 func startBfcsim(t *testing.T, bin, out, tmp string, args ...string) *bfcsimProcess {
 	t.Helper()
+	return startBfcsimStdin(t, bin, out, tmp, nil, args...)
+}
+
+// startBfcsimStdin is startBfcsim with stdin as standard input (nil:
+// /dev/null).
+func startBfcsimStdin(t *testing.T, bin, out, tmp string, stdin *os.File, args ...string) *bfcsimProcess {
+	t.Helper()
 	p := &bfcsimProcess{out: out, tmp: tmp, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
+	if stdin != nil {
+		p.cmd.Stdin = stdin
+	}
 	p.cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	require.NoError(t, p.cmd.Start())
@@ -501,4 +585,40 @@ func dirNames(t *testing.T, dir string) []string {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return lines[len(lines)-1]
+}
+
+// A command held where nothing wakes it, a write to a pipe nobody reads,
+// still ends within a second and a bit of an interrupt.
+func TestInterruptBlockedWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds bfcsim")
+	}
+	bin := filepath.Join(buildBinaries(t), "bfcsim")
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	t.Cleanup(func() { r.Close(); w.Close() })
+	out, tmp := t.TempDir(), t.TempDir()
+	p := &bfcsimProcess{out: out, tmp: tmp, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, "gen", "random", "--events", "100000000")
+	p.cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	p.cmd.Stdout, p.cmd.Stderr = w, &p.stderr // nobody reads r
+	require.NoError(t, p.cmd.Start())
+	p.start = time.Now()
+	go func() {
+		p.waitErr = p.cmd.Wait()
+		p.exited = time.Now()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if !p.finished() {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	time.Sleep(500 * time.Millisecond) // the pipe's 64 KiB are full long before
+	latency := p.interrupt(t, syscall.SIGINT)
+	t.Logf("exited %v after the signal", latency.Round(time.Millisecond))
+	assert.Equal(t, exitBadInput, p.cmd.ProcessState.ExitCode())
+	assert.Equal(t, "bfcsim: interrupted", lastLine(p.stderr.String()))
+	assert.Less(t, latency, interruptGrace+time.Second)
 }

@@ -29,6 +29,11 @@ func main() {
 		// not caught and ends the process at once.
 		<-ctx.Done()
 		stop()
+		// A command that has not stopped a second later is held where
+		// nothing wakes it (a write to a pipe nobody reads): it ends here.
+		time.Sleep(interruptGrace)
+		fmt.Fprintln(os.Stderr, "bfcsim: interrupted")
+		os.Exit(exitBadInput)
 	}()
 	e := &env{
 		stdin:    os.Stdin,
@@ -40,6 +45,10 @@ func main() {
 	stop()
 	os.Exit(code)
 }
+
+// interruptGrace is how long a command has to stop after an interrupt
+// before the process ends regardless.
+const interruptGrace = time.Second
 
 // env is what a command may touch of the process: its standard streams and
 // whether a progress bar may be drawn on stderr (a terminal, outside CI).

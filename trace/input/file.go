@@ -7,10 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/bfcsim/bfcsim/trace"
 )
 
 // Raw is an input opened for reading, before its format is known: a file,
-// or standard input.
+// or standard input. Its reads end as soon as the context it was opened
+// with is done, a read waiting for input included (trace.InterruptReader).
 type Raw struct {
 	io.Reader
 	// Name is what messages call the input: its path, or "stdin".
@@ -19,15 +22,18 @@ type Raw struct {
 	// input, a pipe, a device).
 	Size int64
 	file *os.File // nil for standard input
+	stop func()
 }
 
 // OpenRaw opens path for reading; "-" is stdin, which Close leaves open.
-// A directory is refused.
-func OpenRaw(path string, stdin io.Reader) (*Raw, error) {
+// A directory is refused. Opening a FIFO waits for a writer: when ctx is
+// done first, OpenRaw returns ctx's error at once.
+func OpenRaw(ctx context.Context, path string, stdin io.Reader) (*Raw, error) {
 	if path == "-" {
-		return &Raw{Reader: stdin, Name: "stdin", Size: -1}, nil
+		r, stop := trace.InterruptReader(ctx, stdin)
+		return &Raw{Reader: r, Name: "stdin", Size: -1, stop: stop}, nil
 	}
-	f, err := os.Open(path)
+	f, err := openFile(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -40,15 +46,43 @@ func OpenRaw(path string, stdin io.Reader) (*Raw, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s is a directory", path)
 	}
-	r := &Raw{Reader: f, Name: path, Size: -1, file: f}
+	r, stop := trace.InterruptReader(ctx, f)
+	raw := &Raw{Reader: r, Name: path, Size: -1, file: f, stop: stop}
 	if st.Mode().IsRegular() {
-		r.Size = st.Size()
+		raw.Size = st.Size()
 	}
-	return r, nil
+	return raw, nil
+}
+
+// openFile opens path, returning ctx's error as soon as ctx is done while
+// the open waits (a FIFO without a writer): the file opened later, if
+// ever, is closed then.
+func openFile(ctx context.Context, path string) (*os.File, error) {
+	type opened struct {
+		f   *os.File
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		f, err := os.Open(path)
+		done <- opened{f, err}
+	}()
+	select {
+	case o := <-done:
+		return o.f, o.err
+	case <-ctx.Done():
+		go func() {
+			if o := <-done; o.f != nil {
+				o.f.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
 }
 
 // Close closes the file; standard input stays open.
 func (r *Raw) Close() error {
+	r.stop()
 	if r.file != nil {
 		return r.file.Close()
 	}
@@ -73,7 +107,7 @@ type File struct {
 // for the one with the most trace entries. Close closes the Stream and the
 // file.
 func OpenFile(ctx context.Context, path string, stdin io.Reader, opt Options) (*File, error) {
-	raw, err := OpenRaw(path, stdin)
+	raw, err := OpenRaw(ctx, path, stdin)
 	if err != nil {
 		return nil, err
 	}
