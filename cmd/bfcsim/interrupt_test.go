@@ -303,7 +303,7 @@ func TestInterruptStalledInput(t *testing.T) {
 				t.Cleanup(func() { r.Close(); w.Close() })
 				stdin = r
 			}
-			p := startBfcsimStdin(t, bin, out, tmp, stdin, sc.args(fifo, out)...)
+			p := startBfcsimStdio(t, bin, out, tmp, stdin, nil, sc.args(fifo, out)...)
 			if sc.feed {
 				// Opening the FIFO to write waits for bfcsim to open it.
 				w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
@@ -391,20 +391,23 @@ type bfcsimProcess struct {
 // output is read only after it exits.
 func startBfcsim(t *testing.T, bin, out, tmp string, args ...string) *bfcsimProcess {
 	t.Helper()
-	return startBfcsimStdin(t, bin, out, tmp, nil, args...)
+	return startBfcsimStdio(t, bin, out, tmp, nil, nil, args...)
 }
 
-// startBfcsimStdin is startBfcsim with stdin as standard input (nil:
-// /dev/null).
-func startBfcsimStdin(t *testing.T, bin, out, tmp string, stdin *os.File, args ...string) *bfcsimProcess {
+// startBfcsimStdio is startBfcsim with stdin as standard input (nil:
+// /dev/null) and stdout as standard output (nil: kept, to read after).
+func startBfcsimStdio(t *testing.T, bin, out, tmp string, stdin, stdout *os.File, args ...string) *bfcsimProcess {
 	t.Helper()
 	p := &bfcsimProcess{out: out, tmp: tmp, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	if stdin != nil {
 		p.cmd.Stdin = stdin
 	}
-	p.cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	if stdout != nil {
+		p.cmd.Stdout = stdout
+	}
 	require.NoError(t, p.cmd.Start())
 	p.start = time.Now()
 	go func() {
@@ -597,24 +600,8 @@ func TestInterruptBlockedWrite(t *testing.T) {
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
 	t.Cleanup(func() { r.Close(); w.Close() })
-	out, tmp := t.TempDir(), t.TempDir()
-	p := &bfcsimProcess{out: out, tmp: tmp, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, "gen", "random", "--events", "100000000")
-	p.cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	p.cmd.Stdout, p.cmd.Stderr = w, &p.stderr // nobody reads r
-	require.NoError(t, p.cmd.Start())
-	p.start = time.Now()
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		p.exited = time.Now()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if !p.finished() {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
+	// Nobody reads r.
+	p := startBfcsimStdio(t, bin, t.TempDir(), t.TempDir(), nil, w, "gen", "random", "--events", "100000000")
 	time.Sleep(500 * time.Millisecond) // the pipe's 64 KiB are full long before
 	latency := p.interrupt(t, syscall.SIGINT)
 	t.Logf("exited %v after the signal", latency.Round(time.Millisecond))
