@@ -58,6 +58,9 @@ type FitOptions struct {
 	// the one --gpu names), each less ContextReserveBytes.
 	GPUs                []search.GPU
 	ContextReserveBytes uint64
+	// MaxBytes and CheckGPU are what --max and --gpu check, when given.
+	MaxBytes uint64
+	CheckGPU string
 }
 
 func (f Fit) jax() bool { return f.Source == search.JAXSource }

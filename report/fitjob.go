@@ -130,3 +130,49 @@ func JobName(names []string) string {
 	}
 	return first
 }
+
+// FitReport is a fit's report: of one trace (Fit), or of a job of several
+// (FitJob).
+type FitReport struct {
+	One *Fit
+	Job *FitJob
+}
+
+// NewFitReport builds the report of a fit of job's traces: fits are the
+// job's (search.Job.Fit), one per allocator; opt.MaxBytes and opt.CheckGPU
+// are what --max and --gpu check.
+func NewFitReport(job []search.Recording, fits []search.JobFit, opt FitOptions) FitReport {
+	devices := make([]Fit, len(job))
+	names := make([]string, len(job))
+	for m, r := range job {
+		results := make([]search.FitResult, len(fits))
+		for i := range fits {
+			results[i] = fits[i].Members[m]
+		}
+		devices[m] = NewFit(r.Name, r.Path, r.Trace, results, opt)
+		devices[m].Device, devices[m].MaxBytes, devices[m].CheckGPU = r.Device, opt.MaxBytes, opt.CheckGPU
+		names[m] = r.Name
+	}
+	if len(devices) == 1 {
+		return FitReport{One: &devices[0]}
+	}
+	j := NewFitJob(JobName(names), devices, fits, opt)
+	j.MaxBytes, j.CheckGPU = opt.MaxBytes, opt.CheckGPU
+	return FitReport{Job: &j}
+}
+
+// Render writes the report in the named format.
+func (r FitReport) Render(w io.Writer, format string) error {
+	if r.Job != nil {
+		return RenderFitJob(w, *r.Job, format)
+	}
+	return RenderFit(w, *r.One, format)
+}
+
+// Exceeds lists the allocators that do not fit what --max or --gpu asks.
+func (r FitReport) Exceeds() []string {
+	if r.Job != nil {
+		return r.Job.Exceeds()
+	}
+	return r.One.Exceeds()
+}

@@ -2,7 +2,6 @@ package report
 
 import (
 	"encoding/json"
-	"strconv"
 	"strings"
 
 	"github.com/bfcsim/bfcsim/allocators"
@@ -250,20 +249,6 @@ type TraceRun struct {
 	Frames    trace.FrameRule
 }
 
-// DeviceKey is the header key under which an imported recording names the
-// device it holds.
-const DeviceKey = "device"
-
-// DeviceOf returns the device a trace's header names (DeviceKey).
-func DeviceOf(h trace.Header) (int, bool) {
-	v, ok := h.Meta[DeviceKey]
-	if !ok {
-		return 0, false
-	}
-	d, err := strconv.Atoi(v)
-	return d, err == nil && d >= 0
-}
-
 // Build makes the report model from the runs, in order.
 func Build(runs []TraceRun) Report {
 	rep := Report{Version: Version, Traces: make([]Trace, 0, len(runs))}
@@ -280,7 +265,7 @@ func Build(runs []TraceRun) Report {
 		for _, e := range run.Skipped {
 			tr.SkippedErrors = append(tr.SkippedErrors, e.Error())
 		}
-		if d, ok := DeviceOf(run.Header); ok {
+		if d, ok := run.Header.Device(); ok {
 			tr.Device = &d
 		}
 		if h := run.Header; h.Version != 0 {

@@ -95,6 +95,36 @@ func ParseAxis(s string) (Axis, error) {
 	return ax, nil
 }
 
+// AddAxis parses the axis s (ParseAxis) and adds it to the grid: it must
+// name the space or an allocator (one of replayed, when given says they
+// were named; any other joins them), have no axis yet, and not be set by
+// the grid's Sets too.
+func (s *Grid) AddAxis(spec string, replayed []string, given bool) error {
+	ax, err := ParseAxis(spec)
+	if err != nil {
+		return err
+	}
+	name, _, _ := strings.Cut(ax.Name, ".")
+	if name != "space" {
+		if _, err := allocators.Lookup(name); err != nil {
+			return fmt.Errorf("%s: %w", spec, err)
+		}
+		if given && !slices.Contains(replayed, name) {
+			return fmt.Errorf("%s: %s is not being replayed (-a %s)", spec, name, strings.Join(replayed, ","))
+		}
+	}
+	if slices.ContainsFunc(s.Axes, func(a Axis) bool { return a.Name == ax.Name }) {
+		return fmt.Errorf("%s: %s has two axes; list its values in one --grid", spec, ax.Name)
+	}
+	for _, set := range s.Sets {
+		if key, _, _ := strings.Cut(set, "="); key == ax.Name {
+			return fmt.Errorf("%s: %s is also set by --set %s; give it one way", spec, ax.Name, set)
+		}
+	}
+	s.Axes = append(s.Axes, ax)
+	return nil
+}
+
 // Points returns the number of points of the grid: the product of the
 // axes' lengths, 1 for no axes.
 func (s *Grid) Points() int {

@@ -150,3 +150,17 @@ func (h Header) ExpandableRanges() ([]ExpandableRange, error) {
 	}
 	return rs, nil
 }
+
+// DeviceKey is the header key under which an imported recording names the
+// device it holds: a PyTorch snapshot's device, of a multi-GPU job.
+const DeviceKey = "device"
+
+// Device returns the device the header names (DeviceKey), if it names one.
+func (h Header) Device() (int, bool) {
+	v, ok := h.Meta[DeviceKey]
+	if !ok {
+		return 0, false
+	}
+	d, err := strconv.Atoi(v)
+	return d, err == nil && d >= 0
+}

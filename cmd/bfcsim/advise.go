@@ -84,20 +84,20 @@ func runAdvise(cmd *cobra.Command, e *env, o *adviseOptions, paths []string) err
 		s.finish()
 		return fmt.Errorf("advise has no settings to try for %s; it advises pytorch and bfc", spec.Name)
 	}
-	adv, err := s.job().Advise(cmd.Context(), spec)
+	adv, err := search.Traces(s.members).Advise(cmd.Context(), spec)
 	s.finish()
 	if err != nil {
 		return err
 	}
 	first := s.members[0]
-	name, path, devices := first.name, first.path, []string(nil)
+	name, path, devices := first.Name, first.Path, []string(nil)
 	if len(s.members) > 1 {
 		for _, m := range s.members {
-			devices = append(devices, m.name)
+			devices = append(devices, m.Name)
 		}
 		name, path = report.JobName(devices), strings.Join(paths, " ")
 	}
-	rep := report.NewAdvise(name, path, first.tr.Capacity(), adv, o.gpuBytes, devices)
+	rep := report.NewAdvise(name, path, first.Capacity(), adv, o.gpuBytes, devices)
 	if o.out != "" {
 		if err := outfile.Write(o.out, func(w io.Writer) error { return report.RenderAdvise(w, rep, "json") }); err != nil {
 			return err

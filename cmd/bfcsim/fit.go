@@ -1,10 +1,8 @@
 package main
 
 import (
-	"cmp"
 	"fmt"
 	"io"
-	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/bfcsim/bfcsim/allocators"
 	"github.com/bfcsim/bfcsim/internal/outfile"
+	"github.com/bfcsim/bfcsim/internal/progress"
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/search"
 	"github.com/bfcsim/bfcsim/sim"
@@ -159,7 +158,7 @@ func runFit(cmd *cobra.Command, e *env, o *fitOptions, paths []string) error {
 	if err := o.check("fit", paths); err != nil {
 		return err
 	}
-	opt := report.FitOptions{DeviceMemoryBytes: o.gpuBytes, GPUs: search.GPUs}
+	opt := report.FitOptions{DeviceMemoryBytes: o.gpuBytes, GPUs: search.GPUs, MaxBytes: maxBytes}
 	var err error
 	if opt.ContextReserveBytes, err = allocators.ParseSize(o.reserve); err != nil {
 		return fmt.Errorf("--context-reserve %q: want a size such as 768MiB", o.reserve)
@@ -169,52 +168,28 @@ func runFit(cmd *cobra.Command, e *env, o *fitOptions, paths []string) error {
 		if err != nil {
 			return fmt.Errorf("--gpu: %w", err)
 		}
-		opt.GPUs = []search.GPU{g}
+		opt.GPUs, opt.CheckGPU = []search.GPU{g}, g.Name
 	}
 	s, err := openSearch(cmd, e, &o.replay, paths, !o.strict, o.jobs, o.gpuBytes)
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	fits, err := s.job().Fit(cmd.Context())
+	fits, err := search.Traces(s.members).Fit(cmd.Context())
 	s.finish()
 	if err != nil {
 		return err
 	}
-	var devices []report.Fit
-	for m, member := range s.members {
-		results := make([]search.FitResult, len(fits))
-		for i := range fits {
-			results[i] = fits[i].Members[m]
-		}
-		rep := report.NewFit(member.name, member.path, member.tr, results, opt)
-		rep.Device, rep.MaxBytes = member.device, maxBytes
-		if o.gpu != "" {
-			rep.CheckGPU = opt.GPUs[0].Name
-		}
-		devices = append(devices, rep)
-	}
-	render := func(w io.Writer, format string) error { return report.RenderFit(w, devices[0], format) }
-	over := devices[0].Exceeds()
-	if len(devices) > 1 {
-		names := make([]string, len(devices))
-		for i, d := range devices {
-			names[i] = d.Trace
-		}
-		job := report.NewFitJob(report.JobName(names), devices, fits, opt)
-		job.MaxBytes, job.CheckGPU = maxBytes, devices[0].CheckGPU
-		render = func(w io.Writer, format string) error { return report.RenderFitJob(w, job, format) }
-		over = job.Exceeds()
-	}
+	rep := report.NewFitReport(s.members, fits, opt)
 	if o.out != "" {
-		if err := outfile.Write(o.out, func(w io.Writer) error { return render(w, "json") }); err != nil {
+		if err := outfile.Write(o.out, func(w io.Writer) error { return rep.Render(w, "json") }); err != nil {
 			return err
 		}
 	}
-	if err := render(cmd.OutOrStdout(), o.format); err != nil {
+	if err := rep.Render(cmd.OutOrStdout(), o.format); err != nil {
 		return err
 	}
-	if len(over) > 0 {
+	if over := rep.Exceeds(); len(over) > 0 {
 		what := o.max + " (--max)"
 		if o.max == "" {
 			g := opt.GPUs[0]
@@ -228,33 +203,16 @@ func runFit(cmd *cobra.Command, e *env, o *fitOptions, paths []string) error {
 // searchRun is the traces loaded for a search, one per device of the job
 // they make (one for a single recording), with a progress bar.
 type searchRun struct {
-	members []searchMember
+	members []search.Recording
 	specs   []sim.AllocatorSpec // the allocators searched, with their options
-	opt     search.Options
 	bar     *progressbar.ProgressBar
 	probes  atomic.Int64
-}
-
-// searchMember is one trace of a search: a recording's device.
-type searchMember struct {
-	tr         *search.Trace
-	name, path string
-	device     *int // the device its header names, if any
-}
-
-// job is the traces searched, as a job (one trace: a job of one).
-func (s *searchRun) job() search.Job {
-	j := make(search.Job, len(s.members))
-	for i, m := range s.members {
-		j[i] = m.tr
-	}
-	return j
 }
 
 // close lets the traces' tapes go.
 func (s *searchRun) close() {
 	for _, m := range s.members {
-		m.tr.Close()
+		m.Close()
 	}
 }
 
@@ -265,104 +223,18 @@ func (s *searchRun) finish() {
 	}
 }
 
-// openSearch reads the traces at paths for a search (fit, advise), each
-// device of a recording of several as a trace of its own (unless --device
-// picks one), as one job: the allocators and options as replay takes
-// them, a recording's own allocator alone unless -a is given.
-func openSearch(cmd *cobra.Command, e *env, o *replayOptions, paths []string, tolerate bool, jobs int, gpu uint64) (_ *searchRun, err error) {
+// openSearch reads the traces at paths for a search (fit, advise) as one
+// job (search.LoadJob): the allocators and options as replay takes them, a
+// recording's own allocator alone unless -a is given.
+func openSearch(cmd *cobra.Command, e *env, o *replayOptions, paths []string, tolerate bool, jobs int, gpu uint64) (*searchRun, error) {
 	s := &searchRun{}
-	defer func() {
-		if err != nil {
-			s.finish()
-			s.close()
-		}
-	}()
 	if jobs == 0 {
 		jobs = runtime.NumCPU()
 	}
-	var recorded string // the allocator of the first trace's recording
-	for _, path := range paths {
-		if e.progress && !o.quiet && s.bar == nil {
-			s.bar = progressbar.NewOptions(-1, progressbar.OptionSetWriter(e.stderr),
-				progressbar.OptionSetDescription("reading "+path), progressbar.OptionSpinnerType(14),
-				progressbar.OptionThrottle(progressTick), progressbar.OptionClearOnFinish())
-		}
-		devices := []int{o.recordingDevice}
-		for i := 0; i < len(devices); i++ {
-			m, others, err := s.load(cmd, e, o, path, devices[i], tolerate, jobs, &recorded)
-			if err != nil {
-				return nil, err
-			}
-			s.members = append(s.members, m)
-			devices = append(devices, others...)
-		}
-		if len(devices) > 1 {
-			// A recording of several devices: a trace per device, named
-			// for it, in device order.
-			first := len(s.members) - len(devices)
-			for i := first; i < len(s.members); i++ {
-				if s.members[i].device != nil {
-					s.members[i].name = fmt.Sprintf("%s-device%d", s.members[i].name, *s.members[i].device)
-				}
-			}
-			slices.SortStableFunc(s.members[first:], func(a, b searchMember) int {
-				return cmp.Compare(deviceOrder(a.device), deviceOrder(b.device))
-			})
-		}
+	if e.progress && !o.quiet {
+		s.bar = progress.Spinner(e.stderr, "reading "+strings.Join(paths, " "))
 	}
-	distinctNames(s.members)
-	if gpu > 0 && !s.members[0].tr.IsJAX() {
-		fmt.Fprintf(e.stderr, "bfcsim: warning: --device-memory is for JAX captures (XLA_PYTHON_CLIENT_MEM_FRACTION is a fraction of it); %s is not one, and it changes nothing\n", paths[0])
-	}
-	return s, nil
-}
-
-// distinctNames gives traces of one name (files of one run's ranks, each
-// named after the snapshot it came from) names of their own: NAME-deviceN,
-// else NAME-K by place.
-func distinctNames(ms []searchMember) {
-	count := map[string]int{}
-	for _, m := range ms {
-		count[m.name]++
-	}
-	for i := range ms {
-		if count[ms[i].name] < 2 {
-			continue
-		}
-		if ms[i].device != nil {
-			ms[i].name = fmt.Sprintf("%s-device%d", ms[i].name, *ms[i].device)
-		} else {
-			ms[i].name = fmt.Sprintf("%s-%d", ms[i].name, i+1)
-		}
-	}
-}
-
-// deviceOrder sorts traces by device, those without one last.
-func deviceOrder(d *int) int {
-	if d == nil {
-		return math.MaxInt
-	}
-	return *d
-}
-
-// load reads device of the trace at path (-1: the one with the most trace
-// entries) onto a tape for the search. others are the devices of a
-// recording of several that hold allocations besides it, when device was
-// -1. The first trace loaded settles the allocators searched (recorded is
-// its recording's); the others must be recordings of the same allocator.
-func (s *searchRun) load(cmd *cobra.Command, e *env, o *replayOptions, path string, device int, tolerate bool,
-	jobs int, recorded *string) (searchMember, []int, error) {
-	t, err := input.OpenFile(cmd.Context(), path, e.stdin, input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator, Device: device})
-	if err != nil {
-		return searchMember{}, nil, err
-	}
-	defer t.Close()
-	setup, err := sim.SetupOf(t.Header())
-	if err != nil {
-		return searchMember{}, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if s.specs == nil {
-		*recorded = setup.Recorded.Allocator
+	plan := func(setup sim.Setup, path string) ([]sim.AllocatorSpec, search.Options, error) {
 		if !o.allocatorsGiven && setup.Recorded.Allocator != "" {
 			// A recording: the allocator that made it.
 			o.allocators = []string{setup.Recorded.Allocator}
@@ -370,13 +242,13 @@ func (s *searchRun) load(cmd *cobra.Command, e *env, o *replayOptions, path stri
 		}
 		p, err := o.plan([]string{path})
 		if err != nil {
-			return searchMember{}, nil, err
+			return nil, search.Options{}, err
 		}
 		if o.spaceKind == "cuda" {
-			return searchMember{}, nil, fmt.Errorf("--space cuda: %s runs many replays at once, which would share the GPU's memory; replay one allocator at a time on a GPU instead", cmd.Name())
+			return nil, search.Options{}, fmt.Errorf("--space cuda: %s runs many replays at once, which would share the GPU's memory; replay one allocator at a time on a GPU instead", cmd.Name())
 		}
 		s.specs = p.specs
-		s.opt = search.Options{
+		return p.specs, search.Options{
 			Space:           allocators.SpaceConfig{Kind: o.spaceKind, Capacity: p.capacity, Options: p.spaceOpts},
 			Workers:         jobs,
 			TolerateScratch: tolerate,
@@ -387,32 +259,26 @@ func (s *searchRun) load(cmd *cobra.Command, e *env, o *replayOptions, path stri
 					_ = s.bar.Add(1)
 				}
 			},
+		}, nil
+	}
+	opened := func(t *input.File, everyDevice bool) {
+		if !o.quiet {
+			printConversionNote(e.stderr, t, everyDevice)
 		}
-	} else if setup.Recorded.Allocator != *recorded {
-		return searchMember{}, nil, fmt.Errorf("%s: the recordings of one job must come from one allocator (%s ran %s, the first %s); search them one at a time",
-			path, path, orNone(setup.Recorded.Allocator), orNone(*recorded))
 	}
-	tr, err := search.Load(cmd.Context(), t, setup, s.specs, s.opt)
+	var err error
+	s.members, err = search.LoadJob(cmd.Context(), paths, search.LoadOptions{
+		Input: input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator, Device: o.recordingDevice},
+		Stdin: e.stdin, Plan: plan, Opened: opened,
+	})
 	if err != nil {
-		return searchMember{}, nil, err
+		s.finish()
+		return nil, err
 	}
-	m := searchMember{tr: tr, name: traceName(t.Header().Name, path), path: path}
-	if d, ok := report.DeviceOf(t.Header()); ok {
-		m.device = &d
+	if gpu > 0 && !s.members[0].IsJAX() {
+		fmt.Fprintf(e.stderr, "bfcsim: warning: --device-memory is for JAX captures (XLA_PYTHON_CLIENT_MEM_FRACTION is a fraction of it); %s is not one, and it changes nothing\n", paths[0])
 	}
-	others := t.OtherDevices()
-	if !o.quiet {
-		printConversionNote(e.stderr, t, device < 0)
-	}
-	return m, others, nil
-}
-
-// orNone names an allocator, or says there is none.
-func orNone(name string) string {
-	if name == "" {
-		return "no recorded allocator"
-	}
-	return name
+	return s, nil
 }
 
 // traceName is a trace's name for reports: its header's, else its file's.

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bfcsim/bfcsim/internal/outfile"
+	"github.com/bfcsim/bfcsim/internal/progress"
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/trace"
 	"github.com/bfcsim/bfcsim/trace/input"
@@ -221,7 +222,10 @@ func runImport(cmd *cobra.Command, e *env, o *importOptions, format, path string
 	if name == "" {
 		name = input.NameOf(path, f.name)
 	}
-	p := newProgress(e, path, raw.Size, count.N, o.quiet)
+	var p *progress.Bar
+	if e.progress && !o.quiet {
+		p = progress.NewBar(e.stderr, e.redraw, path, raw.Size, count.N)
+	}
 	var res report.Conversion
 	write := func(w io.Writer) error {
 		st, err := input.Convert(cmd.Context(), f.format, in, file, trace.NewWriter(w), input.Options{
@@ -246,7 +250,7 @@ func runImport(cmd *cobra.Command, e *env, o *importOptions, format, path string
 		err = outfile.Write(o.out, write)
 	}
 	if p != nil {
-		p.finish() // before anything else is written to standard error
+		p.Finish() // before anything else is written to standard error
 	}
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/internal/progress"
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/sim"
 	"github.com/bfcsim/bfcsim/trace/input"
@@ -272,33 +273,27 @@ func (o *replayOptions) plan(paths []string) (*replayPlan, error) {
 func (o *replayOptions) replayAll(cmd *cobra.Command, e *env, p *replayPlan, paths []string) ([]report.TraceRun, error) {
 	var runs []report.TraceRun
 	for _, path := range paths {
-		run, others, err := replayOne(cmd, e, o, path, o.recordingDevice, p.specs, p.capacity, p.spaceOpts)
+		first := len(runs)
+		err := input.EachDevice(o.recordingDevice, func(device int) ([]int, error) {
+			run, others, err := replayOne(cmd, e, o, path, device, p.specs, p.capacity, p.spaceOpts)
+			runs = append(runs, run)
+			return others, err
+		})
 		if err != nil {
 			return nil, err
 		}
-		if len(others) == 0 {
-			runs = append(runs, run)
-			continue
-		}
-		devRuns := []report.TraceRun{run}
-		for _, d := range others {
-			r, _, err := replayOne(cmd, e, o, path, d, p.specs, p.capacity, p.spaceOpts)
-			if err != nil {
-				return nil, err
+		if devices := runs[first:]; len(devices) > 1 {
+			for i := range devices {
+				if d, ok := devices[i].Header.Device(); ok {
+					devices[i].Name = input.DeviceName(devices[i].Name, d)
+				}
 			}
-			devRuns = append(devRuns, r)
+			slices.SortStableFunc(devices, func(a, b report.TraceRun) int {
+				da, _ := a.Header.Device()
+				db, _ := b.Header.Device()
+				return da - db
+			})
 		}
-		for i := range devRuns {
-			if d, ok := report.DeviceOf(devRuns[i].Header); ok {
-				devRuns[i].Name = fmt.Sprintf("%s-device%d", devRuns[i].Name, d)
-			}
-		}
-		slices.SortStableFunc(devRuns, func(a, b report.TraceRun) int {
-			da, _ := report.DeviceOf(a.Header)
-			db, _ := report.DeviceOf(b.Header)
-			return da - db
-		})
-		runs = append(runs, devRuns...)
 	}
 	return runs, nil
 }
@@ -397,10 +392,11 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, device
 		cfg.Events = events.Writer
 	}
 	var src sim.Source = t
-	p := newProgress(e, path, t.Size, t.BytesRead, o.quiet)
-	if p != nil {
-		src = &progressSource{File: t, p: p}
-		defer p.finish()
+	var p *progress.Bar
+	if e.progress && !o.quiet {
+		p = progress.NewBar(e.stderr, e.redraw, path, t.Size, t.BytesRead)
+		src = p.Count(t)
+		defer p.Finish()
 	}
 	results, err := sim.Replay(cmd.Context(), src, cfg)
 	if err != nil {
@@ -416,7 +412,7 @@ func replayOne(cmd *cobra.Command, e *env, o *replayOptions, path string, device
 		}
 	}
 	if p != nil {
-		p.finish() // before anything else is written to standard error
+		p.Finish() // before anything else is written to standard error
 	}
 	if !o.quiet {
 		printConversionNote(e.stderr, t, device < 0)

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/internal/progress"
 	"github.com/bfcsim/bfcsim/internal/textwrap"
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/search"
@@ -147,28 +148,9 @@ func (o *sweepOptions) plan(paths []string) (*sweepPlan, error) {
 		SkipInvalid: o.replay.skipInvalid, StopOnOOM: o.replay.stopOnOOM, Check: o.replay.check,
 	}
 	for _, g := range o.grid {
-		ax, err := search.ParseAxis(g)
-		if err != nil {
+		if err := info.AddAxis(g, o.replay.allocators, o.replay.allocatorsGiven); err != nil {
 			return nil, fmt.Errorf("--grid %w", err)
 		}
-		name, _, _ := strings.Cut(ax.Name, ".")
-		if name != "space" {
-			if _, err := allocators.Lookup(name); err != nil {
-				return nil, fmt.Errorf("--grid %s: %w", g, err)
-			}
-			if o.replay.allocatorsGiven && !slices.Contains(o.replay.allocators, name) {
-				return nil, fmt.Errorf("--grid %s: %s is not being replayed (-a %s)", g, name, strings.Join(o.replay.allocators, ","))
-			}
-		}
-		if slices.ContainsFunc(info.Axes, func(a search.Axis) bool { return a.Name == ax.Name }) {
-			return nil, fmt.Errorf("--grid %s: %s has two axes; list its values in one --grid", g, ax.Name)
-		}
-		for _, s := range info.Sets {
-			if key, _, _ := strings.Cut(s, "="); key == ax.Name {
-				return nil, fmt.Errorf("--grid %s: %s is also set by --set %s; give it one way", g, ax.Name, s)
-			}
-		}
-		info.Axes = append(info.Axes, ax)
 	}
 	// The replay's own checks, with each axis at its first value: an
 	// allocator named by --grid joins the allocators, as with --set.
@@ -251,7 +233,10 @@ func (o *sweepOptions) run(cmd *cobra.Command, e *env, p *sweepPlan) ([]report.S
 	// The grid's allocators are every job's, a recording's own or not.
 	jobOpts.allocatorsGiven = true
 
-	bar := newJobBar(e, o.replay.quiet, len(p.jobs))
+	var bar *progressbar.ProgressBar
+	if e.progress && !o.replay.quiet {
+		bar = progress.Jobs(e.stderr, len(p.jobs))
+	}
 	entries := make([]report.SweepTrace, len(p.jobs))
 	index := make(map[int]int, len(p.jobs)) // job → its place in entries
 	for i, k := range p.jobs {
@@ -297,20 +282,4 @@ func runSweepJob(cmd *cobra.Command, e *env, o *replayOptions, p *sweepPlan, k i
 		tr.Results[i].Series = nil // nothing is plotted from them; let them go
 	}
 	return report.NewSweepTrace(&p.info, k, tr), nil
-}
-
-// newJobBar returns a progress bar counting jobs, or nil when no bar should
-// be drawn (not a terminal, in CI, or quiet).
-func newJobBar(e *env, quiet bool, jobs int) *progressbar.ProgressBar {
-	if !e.progress || quiet {
-		return nil
-	}
-	return progressbar.NewOptions(jobs,
-		progressbar.OptionSetWriter(e.stderr),
-		progressbar.OptionSetDescription("sweep"),
-		progressbar.OptionShowCount(),
-		progressbar.OptionThrottle(100_000_000), // 100 ms
-		progressbar.OptionClearOnFinish(),
-		progressbar.OptionSetWidth(30),
-	)
 }

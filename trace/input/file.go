@@ -142,3 +142,26 @@ func NameOf(path, fallback string) string {
 	}
 	return name
 }
+
+// EachDevice reads a recording device by device: fn on device (-1: the one
+// with the most trace entries) and, when device is -1, on each other device
+// with allocations after it, as fn reports them (File.OtherDevices, once it
+// has read the stream to its end), in ascending order. A recording of one
+// device, and a trace, is read once.
+func EachDevice(device int, fn func(device int) (others []int, err error)) error {
+	devices := []int{device}
+	for i := 0; i < len(devices); i++ {
+		others, err := fn(devices[i])
+		if err != nil {
+			return err
+		}
+		if i == 0 && device < 0 {
+			devices = append(devices, others...)
+		}
+	}
+	return nil
+}
+
+// DeviceName names the trace of one device of a recording of several:
+// NAME-deviceN.
+func DeviceName(name string, device int) string { return fmt.Sprintf("%s-device%d", name, device) }

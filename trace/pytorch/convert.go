@@ -611,7 +611,7 @@ func newEmitter(w *trace.Writer, cl clusterList, opt Options, st *Stats, hasT bo
 	}
 	m.WriteByte(']')
 	h.Meta["address_map"] = m.String()
-	h.Meta["device"] = fmt.Sprint(st.Device)
+	h.Meta[trace.DeviceKey] = fmt.Sprint(st.Device)
 	if st.Settings != nil {
 		j, err := st.Settings.MarshalJSON()
 		if err != nil {
