@@ -27,9 +27,32 @@ type GPU struct {
 	TotalBytes uint64
 }
 
-// GPUs are the GPUs fit weighs its answer against, smallest first.
+// GPUs are the GPUs fit weighs its answer against, smallest first. Each
+// total is one a driver reported for that GPU: exactly, where the source
+// printed bytes (deviceQuery, rocminfo, the H100 of traces/h100) or MiB
+// (torch.cuda.get_device_properties), and to the MiB of a PyTorch
+// out-of-memory message's "total capacity" (printed to 0.01 GiB) where
+// that is all there is. Drivers differ: the same GPU reports up to half a
+// GiB more or less from one driver release to another, which
+// --context-reserve can absorb. docs/fit.md names every source.
 var GPUs = []GPU{
+	{Name: "T4", Aliases: []string{"Tesla T4", "t4-16gb"}, TotalBytes: 14_909 << 20},
+	{Name: "V100 16GB", Aliases: []string{"Tesla V100-SXM2-16GB", "Tesla V100-PCIE-16GB", "v100"}, TotalBytes: 16_160 << 20},
+	{Name: "A10G", Aliases: []string{"NVIDIA A10G", "A10", "NVIDIA A10"}, TotalBytes: 23_609_475_072},
+	{Name: "L4", Aliases: []string{"NVIDIA L4"}, TotalBytes: 22_579 << 20},
+	{Name: "RTX 4090", Aliases: []string{"NVIDIA GeForce RTX 4090", "4090"}, TotalBytes: 24_207 << 20},
+	{Name: "RTX 3090", Aliases: []string{"NVIDIA GeForce RTX 3090", "GeForce RTX 3090", "3090"}, TotalBytes: 24_268 << 20},
+	{Name: "RTX 5090", Aliases: []string{"NVIDIA GeForce RTX 5090", "5090"}, TotalBytes: 32_122 << 20},
+	{Name: "V100 32GB", Aliases: []string{"Tesla V100-SXM2-32GB", "Tesla V100-PCIE-32GB"}, TotalBytes: 32_501 << 20},
+	{Name: "A100 40GB", Aliases: []string{"NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB", "a100-40"}, TotalBytes: 40_448 << 20},
+	{Name: "L40", Aliases: []string{"NVIDIA L40"}, TotalBytes: 45_465 << 20},
+	{Name: "MI250X", Aliases: []string{"AMD Instinct MI250X", "mi250x-gcd", "MI250", "MI210"}, TotalBytes: 67_092_480 << 10},
+	{Name: "A100 80GB", Aliases: []string{"NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe", "a100-80", "a100"}, TotalBytes: 81_039 << 20},
 	{Name: "H100 80GB", Aliases: []string{"h100", "h100-sxm", "h100-80gb-hbm3", "NVIDIA H100 80GB HBM3"}, TotalBytes: 85_017_493_504},
+	{Name: "H100 NVL", Aliases: []string{"NVIDIA H100 NVL", "h100-94gb"}, TotalBytes: 95_232 << 20},
+	{Name: "H200", Aliases: []string{"NVIDIA H200", "h200-141gb"}, TotalBytes: 143_156 << 20},
+	{Name: "B200", Aliases: []string{"NVIDIA B200"}, TotalBytes: 182_642 << 20},
+	{Name: "MI300X", Aliases: []string{"AMD Instinct MI300X"}, TotalBytes: 201_310_208 << 10},
 }
 
 // DefaultContextReserveBytes is the context reserve fit assumes on a GPU:
