@@ -90,6 +90,10 @@ func Read(ctx context.Context, path string, stdin io.Reader) (Found, error) {
 	if found.Last != nil {
 		return Found{PyTorch: found}, nil
 	}
+	if n, _ := s.Partial(); n > 0 {
+		// PyTorch's words, too few to read: not TensorFlow's.
+		return Found{}, pytorchoom.NoMessageError(name, s)
+	}
 	var src io.Reader
 	switch {
 	case spool == nil: // a file: read it again

@@ -99,3 +99,27 @@ func TestReadStopsWhenCancelled(t *testing.T) {
 		t.Fatal("Read did not stop")
 	}
 }
+
+// A paste of PyTorch's figures is read as PyTorch's message, or refused
+// in PyTorch's terms: it never goes to the TensorFlow parser.
+func TestReadKeepsPyTorchFiguresFromTensorFlow(t *testing.T) {
+	for _, text := range []string{
+		"Tried to allocate 20.00 MiB (GPU 0; 1.96 GiB total capacity; 1.24 GiB already allocated; 2.88 MiB free; 1.25 GiB reserved in total by PyTorch)\n",
+		"(GPU 0; 15.75 GiB total capacity; 79.11 MiB already allocated; 3.62 MiB free; 86.00 MiB reserved in total by PyTorch)\n",
+		"MPS backend out of memory (MPS allocated: 9.57 GiB, other allocations: 17.35 GiB, max allowed: 27.20 GiB). Tried to allocate 292.50 MiB on private pool.\n",
+	} {
+		found, err := Read(context.Background(), "-", strings.NewReader(text))
+		require.NoError(t, err, text)
+		require.NotNil(t, found.PyTorch, text)
+		assert.Nil(t, found.BFC)
+	}
+	for _, text := range []string{
+		"Tried to allocate 20.00 MiB\n",
+		"of which 3.62 MiB is free. Of the allocated memory 1.20 GiB is allocated by PyTorch\n",
+	} {
+		_, err := Read(context.Background(), "-", strings.NewReader(text))
+		require.Error(t, err, text)
+		assert.Contains(t, err.Error(), "holds part of PyTorch's out-of-memory message", text)
+		assert.NotContains(t, err.Error(), "MemoryDump", text)
+	}
+}

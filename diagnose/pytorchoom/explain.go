@@ -119,11 +119,22 @@ func newFigs(m *Message) figs {
 
 // Explain gives the verdict on m (doc.go lists the tests and their order).
 func Explain(m *Message) Explanation {
+	if m.Format.IsMPS() {
+		return explainMPS(m)
+	}
 	x := newFigs(m)
 	fu := x.f.add(x.u)
 	fragCache := geq(x.u, x.r)
 	fragSum := and(gt(x.r, x.f), geq(fu, x.r))
+	if !m.Format.printsFree() {
+		// The allocator prints no free figure (XPU before 2.9, IPEX): the
+		// cache alone must cover the request for fragmentation to hold.
+		fragSum = no
+	}
 	frag := or(fragCache, fragSum)
+	if x.u.known && x.u.hi == 0 {
+		frag = no // nothing reserved but unallocated: nothing to fragment
+	}
 
 	var limit tri
 	switch {
@@ -156,10 +167,7 @@ func Explain(m *Message) Explanation {
 	}
 	noRoom := gt(x.r, fu)
 
-	tests := []struct {
-		v Verdict
-		t tri
-	}{{Fragmentation, frag}, {Limit, limit}, {OtherProcess, other}, {NoRoom, noRoom}}
+	tests := []verdictTest{{Fragmentation, frag}, {Limit, limit}, {OtherProcess, other}, {NoRoom, noRoom}}
 	pick, confident := -1, false
 	for i, tc := range tests {
 		if tc.t == yes {
@@ -179,6 +187,9 @@ func Explain(m *Message) Explanation {
 				break
 			}
 		}
+	}
+	if m.Request == nil {
+		return explainNoRequest(m, x, tests[:])
 	}
 	e := Explanation{Confident: confident}
 	unexplained := pick < 0
@@ -233,6 +244,75 @@ func Explain(m *Message) Explanation {
 	return e
 }
 
+// verdictTest is a verdict and whether its test holds.
+type verdictTest struct {
+	v Verdict
+	t tri
+}
+
+// explainNoRequest gives the verdict on a paste without the request,
+// which every test weighs. Where the paste has the device's free memory,
+// what PyTorch holds unallocated and what is in use outside its cache,
+// and no limit, the failed request was more than the free memory (less
+// would have been served), and the figures split the sizes it may have
+// had into one window per verdict: the verdict is that of the widest
+// within the GPU's capacity, never confident. Otherwise it is the first
+// verdict whose test may hold.
+func explainNoRequest(m *Message, x figs, tests []verdictTest) Explanation {
+	e := Explanation{}
+	w := words{m: m, x: x}
+	e.CannotKnow = append(e.CannotKnow, "how large the request was: the paste does not have it, and every explanation weighs it.")
+	if m.Truncated {
+		e.CannotKnow = append(e.CannotKnow, "the paste stops after "+m.Cut+"; the message's figures after that are not in it.")
+	}
+	if x.f.known && x.u.known && x.outside.known && x.t.known && m.Allowed == nil {
+		f, u, out, t := x.f.nominal(), x.u.nominal(), x.outside.nominal(), x.t.nominal()
+		held := fmt.Sprintf("%s in use outside PyTorch's cache: other processes, or this process's CUDA context", sum(x.outside))
+		if x.listed && x.others.known {
+			// NVML's list says what other processes hold; the rest of
+			// what is outside the cache is this process's own.
+			out = x.others.nominal()
+			held = fmt.Sprintf("%s held by the other processes NVML lists", sum(x.others))
+		}
+		frag := u
+		other := satSub(out, u)
+		room := satSub(t, f+max(u, out))
+		e.Verdict = Fragmentation
+		if other > frag {
+			e.Verdict = OtherProcess
+		}
+		if room > max(frag, other) {
+			e.Verdict = NoRoom
+		}
+		otherWindow := ""
+		if other > 0 {
+			otherWindow = fmt.Sprintf("one of up to %s (free + %s) from that memory, ", FormatSize(f+out), held)
+		}
+		e.Reason = fmt.Sprintf("The paste does not have the request. It failed, so it was more than the %s the device had free; "+
+			"by the other figures, a request of up to %s (free + %s reserved but unallocated) failed from fragmentation, "+
+			"%sand a larger one from a full GPU. %s is the verdict for most of the sizes up to the GPU's %s.",
+			describe(m.Free), FormatSize(f+u), describe(m.ReservedUnallocated), otherWindow, e.Verdict, describe(m.TotalCapacity))
+		e.RestsOn = w.restsOn(e.Verdict, false)
+		e.Advice = w.advice(e.Verdict, false)
+		return e
+	}
+	e.Verdict = NoRoom
+	for _, tc := range tests {
+		if tc.t != no {
+			e.Verdict = tc.v
+			break
+		}
+	}
+	e.Reason = fmt.Sprintf("The paste does not have the request, and lacks figures that would bound it (%s); of the explanations, %s is the first its figures leave open.",
+		strings.Join(w.missingFor(e.Verdict), ", "), e.Verdict)
+	if len(w.missingFor(e.Verdict)) == 0 {
+		e.Reason = fmt.Sprintf("The paste does not have the request; of the explanations, %s is the first its figures leave open.", e.Verdict)
+	}
+	e.RestsOn = w.restsOn(e.Verdict, false)
+	e.Advice = w.advice(e.Verdict, false)
+	return e
+}
+
 // pos is a > 0.
 func pos(a span) tri { return gt(a, span{known: true}) }
 
@@ -263,10 +343,13 @@ func sum(s span) string {
 func (w words) fragmentation(cache tri) string {
 	m := w.m
 	if cache != no {
-		return fmt.Sprintf("PyTorch holds %s reserved but unallocated, at least the %s it tried to allocate, yet no free block of its cache is that large: "+
-			"those bytes are scattered over segments that are partly in use, which PyTorch cannot give back to the driver (fragmentation). "+
-			"The device had %s free.",
-			describe(m.ReservedUnallocated), describe(m.Request), describe(m.Free))
+		s := fmt.Sprintf("PyTorch holds %s reserved but unallocated, at least the %s it tried to allocate, yet no free block of its cache is that large: "+
+			"those bytes are scattered over segments that are partly in use, which PyTorch cannot give back to the driver (fragmentation).",
+			describe(m.ReservedUnallocated), describe(m.Request))
+		if m.Free != nil {
+			s += fmt.Sprintf(" The device had %s free.", describe(m.Free))
+		}
+		return s
 	}
 	return fmt.Sprintf("The %s request does not fit in the %s the device had free, but would in that plus the %s PyTorch holds reserved but unallocated (%s): "+
 		"those cached bytes are scattered over segments that are partly in use, which PyTorch cannot give back to the driver (fragmentation).",
@@ -406,6 +489,14 @@ func (w words) partial(v Verdict) string {
 	if m.TotalCapacity != nil {
 		known += fmt.Sprintf(" of %s", describe(m.TotalCapacity))
 	}
+	if !m.Format.printsFree() {
+		if m.Reserved != nil {
+			known += fmt.Sprintf(", with %s reserved by PyTorch", describe(m.Reserved))
+		}
+		return fmt.Sprintf("The message does not print the device's free memory (%s never does), which would settle it. It shows %s; "+
+			"of the explanations, %s is the first those figures leave open: memory outside PyTorch's cache (other processes, or this process's runtime) may have filled the GPU.",
+			m.Format.allocatorName(), known, v)
+	}
 	return fmt.Sprintf("The paste stops before the figures that would settle it (%s not in it). It shows %s; of the explanations, %s is the first those figures leave open.",
 		strings.Join(w.missingFor(v), ", "), known, v)
 }
@@ -432,6 +523,9 @@ func (w words) open(v Verdict, fragCache tri) string {
 			describe(m.Reserved), describe(m.Request), describe(m.Allowed), describe(m.Free))
 	case OtherProcess:
 		switch {
+		case !x.f.known && !m.Format.printsFree():
+			return fmt.Sprintf("how much of %s's %s was in use outside PyTorch's cache: the message prints neither the device's free memory nor its processes.",
+				w.gpu(), describe(m.TotalCapacity))
 		case !x.listed:
 			return fmt.Sprintf("who holds the %s of the GPU outside PyTorch's cache (%s total − %s free − %s reserved): the message lists no processes "+
 				"(PyTorch before 2.1 never does, later releases only where NVML is available). If other processes hold at least %s of it, they stand in the way.",
@@ -481,6 +575,10 @@ func (w words) restsOn(v Verdict, unexplained bool) []string {
 			if k == "allowed" || k == "process_in_use" {
 				continue
 			}
+			if !m.prints(k) && k != "request" {
+				out = append(out, fmt.Sprintf("%-22s not printed by this allocator", strings.TrimSpace(nf.label)))
+				continue
+			}
 			out = append(out, fmt.Sprintf("%-22s not in the paste", strings.TrimSpace(nf.label)))
 			continue
 		}
@@ -517,16 +615,19 @@ func (w words) advice(v Verdict, unexplained bool) []string {
 		}
 	case v == Fragmentation:
 		var a []string
-		switch m.Format {
-		case FormatCapacty, FormatCapacity:
+		switch {
+		case m.Device == "XPU":
+			a = append(a, "Where your release's XPU allocator reads PYTORCH_XPU_ALLOC_CONF, set expandable_segments:True or max_split_size_mb:<MiB> so that the cache's free bytes can serve large requests; "+
+				"otherwise release the cache between phases (torch.xpu.empty_cache()), as PyTorch's own advice says.")
+		case m.Format == FormatCapacty || m.Format == FormatCapacity:
 			a = append(a, fmt.Sprintf("Set %s=expandable_segments:True: PyTorch then grows its segments instead of cutting new ones, and the scattered free bytes become usable.", env))
-		case FormatReserved:
+		case m.Format == FormatReserved:
 			if m.Advice == "max_split_size_mb" {
 				a = append(a, fmt.Sprintf("Set %s=max_split_size_mb:<MiB> (try a value just above the usual large request, here %s) so that large cached blocks are not split; PyTorch 2.1 and later also offer expandable_segments:True, which usually does better.", env, describe(m.Request)))
 			} else {
 				a = append(a, "Upgrade PyTorch: later releases can be told not to split large cached blocks (PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:<MiB>) or to grow segments (expandable_segments:True, 2.1 and later).")
 			}
-		case FormatCached:
+		case m.Format == FormatCached:
 			a = append(a, "Upgrade PyTorch: this release (1.0–1.3) has no allocator settings; later ones offer PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:<MiB> and, from 2.1, expandable_segments:True.")
 		default:
 			a = append(a, fmt.Sprintf("Set %s=expandable_segments:True (PyTorch 2.1 and later), or max_split_size_mb:<MiB> in earlier releases, so that the cache's free bytes can serve large requests.", env))
@@ -540,9 +641,16 @@ func (w words) advice(v Verdict, unexplained bool) []string {
 			"Or make the working set fit under it: a smaller batch, activation checkpointing, lower precision.",
 		}
 	case v == OtherProcess:
+		smi, visible, ctx := "nvidia-smi", "CUDA_VISIBLE_DEVICES", "a CUDA context"
+		switch m.Device {
+		case "HIP":
+			smi, visible, ctx = "rocm-smi", "HIP_VISIBLE_DEVICES", "a HIP context"
+		case "XPU":
+			smi, visible, ctx = "xpu-smi", "ZE_AFFINITY_MASK", "a context"
+		}
 		return []string{
-			fmt.Sprintf("Free %s: stop the other processes (nvidia-smi lists them), or run on a GPU of your own (CUDA_VISIBLE_DEVICES).", w.gpu()),
-			"If they are this job's own workers (DataLoader workers, other ranks, an evaluation process), make sure each uses its own device and does not create a CUDA context on this one.",
+			fmt.Sprintf("Free %s: stop the other processes (%s lists them), or run on a GPU of your own (%s).", w.gpu(), smi, visible),
+			"If they are this job's own workers (DataLoader workers, other ranks, an evaluation process), make sure each uses its own device and does not create " + ctx + " on this one.",
 		}
 	}
 	var a []string

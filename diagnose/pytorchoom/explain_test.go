@@ -182,6 +182,8 @@ func TestPyTorchOOMParseSize(t *testing.T) {
 		{"20.00mib(gpu0;", 20 << 20, 5242, "20.00 MiB", 8, false},
 		{"1.54gib.gpu", 1653562409, 5368709, "1.54 GiB", 7, false},
 		{"2tib", 2 << 40, 1 << 39, "2 TiB", 4, false},
+		{"9.57gb,other", 10275709256, 5368709, "9.57 GB", 6, false}, // MPS's own format_size: binary
+		{"292.50mbonprivate", 306708480, 5242, "292.50 MB", 8, false},
 		{"17179869184.00gibmemory", 0, 5368709, "17179869184.00 GiB", 17, true},
 		{"99999999999999999999gib", 0, 0, "", 0, false}, // 20 digits
 	}
@@ -200,7 +202,7 @@ func TestPyTorchOOMParseSize(t *testing.T) {
 			assert.Equal(t, tc.bytes, s.Bytes, tc.in)
 		}
 	}
-	for _, bad := range []string{"", "gib", ".5gib", "12", "12 gib", "1.2.3gib", "12kb"} {
+	for _, bad := range []string{"", "gib", ".5gib", "12", "12 gib", "1.2.3gib", "12kg"} {
 		_, _, _, ok := parseSize([]byte(bad))
 		assert.False(t, ok, bad)
 	}

@@ -10,8 +10,9 @@ import (
 	"time"
 )
 
-// FuzzRead: any bytes never panic, every message found has a request and
-// sane lines, and its report renders, in time linear in the input.
+// FuzzRead: any bytes never panic, every message found has a request
+// unless the paste starts after it or stops before it, has a figure, and
+// has sane lines, and its report renders, in time linear in the input.
 func FuzzRead(f *testing.F) {
 	files, _ := filepath.Glob("testdata/*.txt")
 	for _, name := range files {
@@ -33,8 +34,11 @@ func FuzzRead(f *testing.F) {
 		in := &Input{Name: "fuzz"}
 		for s.Scan() {
 			m := s.Message()
-			if m.Request == nil {
-				t.Fatalf("a message without its request: %+v", m)
+			if m.Request == nil && m.StartsAt == "" && !m.Truncated {
+				t.Fatalf("a whole message without its request: %+v", m)
+			}
+			if !hasFigure(m) {
+				t.Fatalf("a message without a figure: %+v", m)
 			}
 			if m.Line < 1 || m.EndLine < m.Line || m.EndLine > s.Lines() {
 				t.Fatalf("lines %d–%d of %d", m.Line, m.EndLine, s.Lines())
@@ -55,4 +59,13 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("%d bytes took %v", len(data), d)
 		}
 	})
+}
+
+func hasFigure(m *Message) bool {
+	for _, nf := range m.figures() {
+		if nf.f != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package pytorchoom
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -10,19 +11,31 @@ import (
 // space), after the device word and "out of memory.":
 //
 //	tried to allocate SIZE
-//	  ( "(GPU N; SIZE total capacity; SIZE already allocated; SIZE free;"
-//	    [SIZE allowed;] SIZE ("cached)" | "reserved in total by PyTorch)")
-//	    [advice] )                                       1.0–2.0
-//	| ( ". GPU N has a total (capacity|capacty) of SIZE of which SIZE is free."
+//	  ( "(GPU N; SIZE total capacity; SIZE already allocated;"
+//	    [SIZE free;] [SIZE allowed;]
+//	    SIZE ("cached" | "reserved in total by PyTorch") [")"]
+//	    [advice] )                                     1.0–2.0, IPEX
+//	| ( ". GPU N has a total (capacity|capacty) of SIZE"
+//	    (" of which SIZE is free." | ".")
 //	    { "Process N has SIZE memory in use."
 //	    | "Including non-PyTorch memory, this process has SIZE memory in use."
 //	    | SIZE "allowed;" }
 //	    "Of the allocated memory SIZE is allocated by PyTorch,"
 //	    ["with SIZE allocated in private pools (e.g., CUDA Graphs),"]
-//	    "and SIZE is reserved by PyTorch but unallocated." [advice] )  2.1–
+//	    "and SIZE is reserved by PyTorch but unallocated." [advice] )  2.1–, XPU
 //
-// parseBody follows it as far as the text does; a paste that stops early
-// gives a Message with the figures before the cut.
+// and after "MPS backend out of memory (":
+//
+//	( "MPS allocated: SIZE, other allocations: SIZE" [", max allowed: SIZE"]
+//	| "currently allocated: SIZE, max allowed: SIZE" ) ")."
+//	"Tried to allocate SIZE on" ("private" | "shared") "pool."
+//	["Use PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0 to disable upper limit for
+//	  memory allocations (may cause system failure)."]
+//
+// A partial paste starts inside it: at "Tried to allocate", at the
+// parenthesis "(GPU N;", at "GPU N has a total capacity", or at "(MPS
+// allocated:". parseBody follows the grammar as far as the text does; a
+// paste that stops early gives a Message with the figures before the cut.
 
 // parser walks a body's normalised text.
 type parser struct {
@@ -88,19 +101,93 @@ func cut(m *Message, after string) {
 	m.Cut = after
 }
 
-// parseBody reads the message whose "out of memory." is at b.norm[at]; it
-// returns nil when no request follows.
-func parseBody(b *body, at int) *Message {
+// parseBody reads the message whose anchor of the kind is at b.norm[at]
+// (for a partial paste, at is 0: the body starts with it). It returns nil
+// when the grammar reads no figure: a message of the CUDA allocator's
+// wording without its request, a partial paste without a figure beyond
+// the request. The second result is where the message ends in the body.
+func parseBody(b *body, at int, kind anchorKind) (*Message, int) {
 	p := &parser{b: b, t: b.norm, i: at}
-	if !p.lit(string(anchor)) {
-		return nil
-	}
 	m := &Message{GPU: -1, Line: b.line(0)}
+	switch kind {
+	case anchorOOM:
+		if !p.lit("outofmemory.") || !parseRequest(p, m) {
+			return nil, 0
+		}
+		parseAfterRequest(p, m)
+	case anchorMPS:
+		if !p.lit("outofmemory(") || !parseMPS(p, m) {
+			return nil, 0
+		}
+	case anchorRequest:
+		if p.lit(string(ipexBlockLimit)) {
+			m.BlockLimit, m.Device = true, "XPU"
+		} else {
+			m.StartsAt = "the request"
+		}
+		if !parseRequest(p, m) {
+			return nil, 0
+		}
+		switch {
+		case hasPrefix(p.t[p.i:], "(gpu"), hasPrefix(p.t[p.i:], ".gpu"):
+			parseAfterRequest(p, m)
+		default:
+			return nil, 0 // the request alone, or in other words
+		}
+		if m.TotalCapacity == nil {
+			return nil, 0
+		}
+	case anchorParen:
+		m.StartsAt = `the parenthesis "(GPU N;"`
+		if !p.lit("(") {
+			return nil, 0
+		}
+		parseOld(p, m)
+		if m.TotalCapacity == nil {
+			return nil, 0
+		}
+	case anchorCapacity:
+		m.StartsAt = `"GPU N has a total capacity"`
+		parseNew(p, m)
+		if m.TotalCapacity == nil {
+			return nil, 0
+		}
+	case anchorMPSFigures:
+		m.StartsAt = `"MPS allocated:"`
+		p.lit("(")
+		if !parseMPSFigures(p, m) {
+			return nil, 0
+		}
+	}
+	derive(m)
+	parseAdvice(p, m)
+	missing := m.Missing()
+	if m.StartsAt != "" {
+		// A paste that starts after the request lacks it at its start,
+		// not at its end.
+		missing = slices.DeleteFunc(missing, func(k string) bool { return k == "request" })
+	}
+	if !m.Truncated && len(missing) > 0 {
+		cut(m, "the last figure read")
+	}
+	m.EndLine = b.line(p.end - 1)
+	m.Text = clip(b.span(0, p.end), maxTextBytes)
+	return m, p.end
+}
+
+// parseRequest reads "Tried to allocate SIZE".
+func parseRequest(p *parser, m *Message) bool {
 	req, na, ok := p.clause("triedtoallocate", "")
 	if !ok || na {
-		return nil
+		return false
 	}
 	m.Request = req
+	return true
+}
+
+// parseAfterRequest reads what follows the request in the CUDA
+// allocator's wordings.
+func parseAfterRequest(p *parser, m *Message) {
 	switch {
 	case p.lit("("):
 		parseOld(p, m)
@@ -118,17 +205,10 @@ func parseBody(b *body, at int) *Message {
 		}
 		cut(m, "the request")
 	}
-	derive(m)
-	parseAdvice(p, m)
-	if !m.Truncated && len(m.Missing()) > 0 {
-		cut(m, "the last figure read")
-	}
-	m.EndLine = b.line(p.end - 1)
-	m.Text = clip(b.span(0, p.end), maxTextBytes)
-	return m
 }
 
-// parseOld reads the 1.0–2.0 parenthesis.
+// parseOld reads the 1.0–2.0 parenthesis, and IPEX's, which has no free
+// figure. The closing parenthesis may be cut off.
 func parseOld(p *parser, m *Message) {
 	m.Format = FormatReserved
 	if !p.lit("gpu") {
@@ -141,6 +221,7 @@ func parseOld(p *parser, m *Message) {
 		return
 	}
 	m.GPU = int(gpu)
+	const tells = "the paste stops before the figure that tells PyTorch 1.0–1.3 (\"cached\") from 1.4–2.0 (\"reserved in total by PyTorch\")"
 	steps := []struct {
 		trail string
 		dst   **Figure
@@ -148,34 +229,54 @@ func parseOld(p *parser, m *Message) {
 	}{
 		{"totalcapacity;", &m.TotalCapacity, "the total capacity"},
 		{"alreadyallocated;", &m.Allocated, "the allocated figure"},
-		{"free;", &m.Free, "the free figure"},
 	}
 	last := "the request"
 	for _, st := range steps {
 		f, _, ok := p.clause("", st.trail)
 		if !ok {
-			m.Notes = append(m.Notes, "the paste stops before the figure that tells PyTorch 1.0–1.3 (\"cached\") from 1.4–2.0 (\"reserved in total by PyTorch\")")
+			m.Notes = append(m.Notes, tells)
 			cut(m, last)
 			return
 		}
 		*st.dst, last = f, st.name
 	}
+	if f, _, ok := p.clause("", "free;"); ok {
+		m.Free, last = f, "the free figure"
+	} else if f, ok := closing(p, "reservedintotalbypytorch"); ok {
+		// intel-extension-for-pytorch prints no free figure.
+		m.Format, m.Reserved = FormatIPEX, f
+		return
+	} else {
+		m.Notes = append(m.Notes, tells)
+		cut(m, last)
+		return
+	}
 	if f, _, ok := p.clause("", "allowed;"); ok {
 		m.Allowed, last = f, "the allowed figure"
 	}
-	if f, _, ok := p.clause("", "cached)"); ok {
+	if f, ok := closing(p, "cached"); ok {
 		m.Format = FormatCached
 		m.ReservedUnallocated = f
 		return
 	}
-	if f, _, ok := p.clause("", "reservedintotalbypytorch)"); ok {
+	if f, ok := closing(p, "reservedintotalbypytorch"); ok {
 		m.Reserved = f
 		return
 	}
 	if m.Allowed == nil {
-		m.Notes = append(m.Notes, "the paste stops before the figure that tells PyTorch 1.0–1.3 (\"cached\") from 1.4–2.0 (\"reserved in total by PyTorch\")")
+		m.Notes = append(m.Notes, tells)
 	}
 	cut(m, last)
+}
+
+// closing reads the parenthesis's last clause, SIZE trail ")", or, where
+// a paste cut the parenthesis off, SIZE trail.
+func closing(p *parser, trail string) (*Figure, bool) {
+	if f, _, ok := p.clause("", trail+")"); ok {
+		return f, true
+	}
+	f, _, ok := p.clause("", trail)
+	return f, ok
 }
 
 // parseNew reads the 2.1 and later sentences.
@@ -209,13 +310,18 @@ func parseNew(p *parser, m *Message) {
 	p.i += n
 	p.end = p.i
 	m.TotalCapacity = p.figure(c, p.i, s)
-	f, _, ok := p.clause("ofwhich", "isfree.")
-	if !ok {
+	last := "the free figure"
+	if f, _, ok := p.clause("ofwhich", "isfree."); ok {
+		m.Free = f
+	} else if m.Format == FormatCapacity && hasPrefix(p.t[p.i:], ".oftheallocatedmemory") {
+		// PyTorch's XPU allocator before 2.9 prints no free figure.
+		m.Format = FormatXPU
+		p.i++
+		last = "the total capacity"
+	} else {
 		cut(m, "the total capacity")
 		return
 	}
-	m.Free = f
-	last := "the free figure"
 	for {
 		c := p.i
 		if p.lit("process") {
@@ -255,7 +361,7 @@ func parseNew(p *parser, m *Message) {
 		}
 		break
 	}
-	f, _, ok = p.clause("oftheallocatedmemory", "isallocatedbypytorch")
+	f, _, ok := p.clause("oftheallocatedmemory", "isallocatedbypytorch")
 	if !ok {
 		cut(m, last)
 		return
@@ -285,10 +391,140 @@ func parseNew(p *parser, m *Message) {
 	m.ReservedUnallocated = f
 }
 
+// parseMPS reads the MPS allocator's message after "out of memory (".
+func parseMPS(p *parser, m *Message) bool {
+	if !hasPrefix(p.t[p.i:], "currentlyallocated:") {
+		return parseMPSFigures(p, m)
+	}
+	m.Format = FormatMPSEarly
+	f, ok := mpsFigure(p, m, "currentlyallocated:", "currently allocated")
+	if !ok {
+		return false
+	}
+	m.DriverAllocated = f
+	if !p.lit(",") {
+		cut(m, "the currently allocated figure")
+		return true
+	}
+	if f, ok := mpsFigure(p, m, "maxallowed:", "max allowed"); ok {
+		m.Allowed = f
+	} else {
+		cut(m, "the currently allocated figure")
+		return true
+	}
+	parseMPSRequest(p, m, "the max allowed figure")
+	return true
+}
+
+// parseMPSFigures reads "MPS allocated: SIZE, other allocations: SIZE[,
+// max allowed: SIZE])." and what follows. It returns false when not even
+// the first figure is there.
+func parseMPSFigures(p *parser, m *Message) bool {
+	m.Format = FormatMPS
+	f, ok := mpsFigure(p, m, "mpsallocated:", "MPS allocated")
+	if !ok {
+		return false
+	}
+	m.Reserved = f
+	if !p.lit(",") {
+		cut(m, "the MPS allocated figure")
+		return true
+	}
+	f, ok = mpsFigure(p, m, "otherallocations:", "other allocations")
+	if !ok {
+		cut(m, "the MPS allocated figure")
+		return true
+	}
+	m.OtherAllocations = f
+	last := "the other allocations figure"
+	c := p.i
+	if p.lit(",") {
+		if f, ok := mpsFigure(p, m, "maxallowed:", "max allowed"); ok {
+			m.Allowed, last = f, "the max allowed figure"
+		} else {
+			p.i = c
+			cut(m, last)
+			return true
+		}
+	} else if hasPrefix(p.t[p.i:], ").") {
+		m.NoLimit = true // PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0
+	}
+	parseMPSRequest(p, m, last)
+	return true
+}
+
+// mpsFigure reads lead SIZE, where PyTorch prints lead name: SIZE. A
+// figure too large to be true is an unsigned difference that wrapped
+// (other allocations are what Metal reports less what MPS allocated, both
+// read at once): it is noted, and the figure is unknown.
+func mpsFigure(p *parser, m *Message, lead, name string) (*Figure, bool) {
+	f, na, ok := p.clause(lead, "")
+	if !ok {
+		return nil, false
+	}
+	if strings.HasSuffix(f.Printed, "B") && !strings.HasSuffix(f.Printed, "iB") && f.Printed != "" {
+		m.unitsKB = true
+	}
+	if na {
+		m.Notes = append(m.Notes, "PyTorch printed "+name+" as "+f.Printed+", a difference below zero that wrapped around: it is taken as not known")
+		return nil, true
+	}
+	return f, true
+}
+
+// parseMPSRequest reads ")." and the request with its pool, and the advice
+// on the high-watermark limit.
+func parseMPSRequest(p *parser, m *Message, last string) {
+	if !p.lit(").") {
+		if p.lit(")") {
+			p.end = p.i
+		}
+		cut(m, last)
+		return
+	}
+	p.end = p.i
+	c := p.i
+	if !parseRequest(p, m) {
+		cut(m, last)
+		return
+	}
+	for _, pool := range []string{"private", "shared"} {
+		if p.lit("on" + pool + "pool") {
+			m.Pool = pool
+			p.lit(".")
+			m.Request.From, m.Request.Line = p.b.span(c, p.i), p.b.line(c)
+			p.end = p.i
+			break
+		}
+	}
+	if m.Pool == "" {
+		m.Notes = append(m.Notes, "the paste stops before the pool the request was for")
+	}
+	const advice = "usepytorch_mps_high_watermark_ratio=0.0"
+	if hasPrefix(p.t[p.i:], "use") && bytes.HasPrefix([]byte(advice), p.t[p.i:min(len(p.t), p.i+len(advice))]) {
+		m.Advice, m.ConfVar = "high_watermark_ratio", "PYTORCH_MPS_HIGH_WATERMARK_RATIO"
+		p.i = min(len(p.t), p.i+len(advice))
+		p.end = p.i
+		const rest = "todisableupperlimitformemoryallocations(maycausesystemfailure)."
+		n := 0
+		for n < len(rest) && p.i+n < len(p.t) && p.t[p.i+n] == rest[n] {
+			n++
+		}
+		p.i += n
+		p.end = p.i
+	}
+}
+
 // derive fills the figures the format prints only implicitly.
 func derive(m *Message) {
 	switch m.Format {
-	case FormatCached, FormatCapacty, FormatCapacity:
+	case FormatMPS:
+		if m.DriverAllocated == nil && m.Reserved != nil && m.OtherAllocations != nil {
+			m.DriverAllocated = derivedIn(spanOf(&m.Reserved.Size).add(spanOf(&m.OtherAllocations.Size)),
+				m.Reserved.Bytes+m.OtherAllocations.Bytes, "MPS allocated + other allocations", m.unitsKB)
+		}
+		return
+	case FormatCached, FormatCapacty, FormatCapacity, FormatXPU:
 		if m.Reserved == nil && m.Allocated != nil && m.ReservedUnallocated != nil {
 			name := "allocated + reserved but unallocated"
 			if m.Format == FormatCached {
@@ -297,7 +533,7 @@ func derive(m *Message) {
 			m.Reserved = derived(spanOf(&m.Allocated.Size).add(spanOf(&m.ReservedUnallocated.Size)),
 				m.Allocated.Bytes+m.ReservedUnallocated.Bytes, name)
 		}
-	case FormatReserved:
+	case FormatReserved, FormatIPEX:
 		if m.ReservedUnallocated == nil && m.Allocated != nil && m.Reserved != nil {
 			if m.Reserved.Max() < m.Allocated.Min() {
 				m.Notes = append(m.Notes, "PyTorch printed less reserved than allocated, which its accounting does not allow; reserved but unallocated is taken as 0")
@@ -311,9 +547,14 @@ func derive(m *Message) {
 // derived is a figure computed from printed ones: nominal bytes, the span
 // it may lie in, and how it was computed.
 func derived(s span, nominal uint64, how string) *Figure {
+	return derivedIn(s, nominal, how, false)
+}
+
+// derivedIn is derived, printed in KB, MB, GB when kb is set.
+func derivedIn(s span, nominal uint64, how string, kb bool) *Figure {
 	nominal = min(max(nominal, s.lo), s.hi)
 	tol := max(nominal-s.lo, s.hi-nominal)
-	return &Figure{Size: Size{Bytes: nominal, Tolerance: tol, Printed: FormatSize(nominal)}, Derived: how}
+	return &Figure{Size: Size{Bytes: nominal, Tolerance: tol, Printed: formatSize(nominal, kb)}, Derived: how}
 }
 
 // adviceWindow is how far past the figures PyTorch's advice is looked

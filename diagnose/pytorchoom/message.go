@@ -34,8 +34,37 @@ const (
 	// right, with "L allowed; " after the process lines when a limit is
 	// set, "with P allocated in private pools (e.g., CUDA Graphs), " in
 	// later releases, and the advice "... try setting
-	// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ...".
+	// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ...". PyTorch's XPU
+	// allocator (c10/xpu/XPUCachingAllocator.cpp) prints it too from about
+	// 2.9, with the advice "Please use `empty_cache` ...".
 	FormatCapacity
+	// FormatXPU is PyTorch's XPU allocator before it printed the device's
+	// free memory (about 2.5–2.8): "XPU out of memory. Tried to allocate
+	// X. GPU 0 has a total capacity of T. Of the allocated memory A is
+	// allocated by PyTorch, and U is reserved by PyTorch but unallocated.
+	// Please use `empty_cache` ...".
+	FormatXPU
+	// FormatIPEX is the caching allocator of intel-extension-for-pytorch
+	// (csrc/gpu/runtime/CachingDeviceAllocator.cpp): "XPU out of memory.
+	// Tried to allocate X (GPU 0; T total capacity; A already allocated; R
+	// reserved in total by PyTorch)", with no free figure. The same
+	// figures follow "Current platform can NOT allocate memory block with
+	// size larger than 4GB!" when it refuses a block over 4 GiB.
+	FormatIPEX
+	// FormatMPS is the MPS allocator of Apple GPUs
+	// (aten/src/ATen/mps/MPSAllocator.mm): "MPS backend out of memory (MPS
+	// allocated: R, other allocations: O[, max allowed: L]). Tried to
+	// allocate X on private|shared pool.[ Use
+	// PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0 to disable upper limit for
+	// memory allocations (may cause system failure).]" Sizes are in KB,
+	// MB, GB (binary, MPS's own format_size) in older releases and KiB,
+	// MiB, GiB (c10's) in recent ones.
+	FormatMPS
+	// FormatMPSEarly is the first MPS allocator's: "MPS backend out of
+	// memory (currently allocated: D, max allowed: L). Tried to allocate X
+	// on private|shared pool. ...", D being MPS allocated + other
+	// allocations.
+	FormatMPSEarly
 )
 
 // String names the format by the first release that printed it:
@@ -50,10 +79,45 @@ func (f Format) String() string {
 		return "pytorch-2.1"
 	case FormatCapacity:
 		return "pytorch-2.2"
+	case FormatXPU:
+		return "pytorch-xpu"
+	case FormatIPEX:
+		return "ipex"
+	case FormatMPS:
+		return "pytorch-mps"
+	case FormatMPSEarly:
+		return "pytorch-mps-1.12"
 	case FormatUnknown:
 		return "unknown"
 	}
 	return fmt.Sprintf("Format(%d)", int(f))
+}
+
+// IsMPS is whether the format is the MPS allocator's, whose figures are
+// not the CUDA allocator's.
+func (f Format) IsMPS() bool { return f == FormatMPS || f == FormatMPSEarly }
+
+// printsFree is whether the format prints the device's free memory.
+func (f Format) printsFree() bool {
+	switch f {
+	case FormatXPU, FormatIPEX, FormatMPS, FormatMPSEarly:
+		return false
+	}
+	return true
+}
+
+// allocatorName names the allocator that prints the format, for
+// sentences.
+func (f Format) allocatorName() string {
+	switch f {
+	case FormatXPU:
+		return "PyTorch's XPU allocator before 2.9"
+	case FormatIPEX:
+		return "intel-extension-for-pytorch's allocator"
+	case FormatMPS, FormatMPSEarly:
+		return "the MPS allocator"
+	}
+	return "PyTorch " + f.Versions()
 }
 
 // Versions is the range of PyTorch releases that print the format.
@@ -67,6 +131,14 @@ func (f Format) Versions() string {
 		return "2.1"
 	case FormatCapacity:
 		return "2.2 and later"
+	case FormatXPU:
+		return "2.5–2.8"
+	case FormatIPEX:
+		return "intel-extension-for-pytorch"
+	case FormatMPS:
+		return "1.12.1 and later"
+	case FormatMPSEarly:
+		return "1.12"
 	}
 	return "unknown"
 }
@@ -82,6 +154,14 @@ func (f Format) Shape() string {
 		return `"GPU N has a total capacty of ... of which ... is free"`
 	case FormatCapacity:
 		return `"GPU N has a total capacity of ... of which ... is free"`
+	case FormatXPU:
+		return `"GPU N has a total capacity of .... Of the allocated memory ..."`
+	case FormatIPEX:
+		return `"(GPU N; ... total capacity; ... already allocated; ... reserved in total by PyTorch)"`
+	case FormatMPS:
+		return `"MPS backend out of memory (MPS allocated: ..., other allocations: ..., max allowed: ...)"`
+	case FormatMPSEarly:
+		return `"MPS backend out of memory (currently allocated: ..., max allowed: ...)"`
 	}
 	return "unknown"
 }
@@ -120,7 +200,8 @@ type Message struct {
 	// does not show it.
 	Exception string
 	// Device is the device API the message names: "CUDA", "HIP" (ROCm
-	// builds), "XPU"; empty when the paste does not show it.
+	// builds), "XPU", "MPS" (Apple GPUs); empty when the paste does not
+	// show it.
 	Device string
 	// GPU is the device index; -1 when not printed.
 	GPU int
@@ -129,9 +210,9 @@ type Message struct {
 	TotalCapacity       *Figure
 	Free                *Figure
 	Allocated           *Figure // by PyTorch: tensors, and from 2.x free blocks of private pools
-	Reserved            *Figure // by PyTorch in total; derived from 2.1
+	Reserved            *Figure // by PyTorch in total; derived from 2.1; MPS: "MPS allocated", its heaps
 	ReservedUnallocated *Figure // printed as "cached" before 1.4, derived in 1.4–2.0
-	Allowed             *Figure // the per-process limit, when printed
+	Allowed             *Figure // the per-process limit, when printed; MPS: "max allowed"
 	PrivatePools        *Figure // "with X allocated in private pools", part of Allocated
 	// ProcessInUse is this process's memory by NVML ("Including
 	// non-PyTorch memory, this process has ..."), CUDA context and other
@@ -143,6 +224,34 @@ type Message struct {
 	// Others are the other processes NVML lists; nil when the message
 	// lists none (before 2.1, or where PyTorch cannot load NVML).
 	Others []Process
+
+	// OtherAllocations (MPS) is what the process holds from Metal outside
+	// PyTorch's heaps ("other allocations"): MPSGraph's and other
+	// frameworks' buffers.
+	OtherAllocations *Figure
+	// DriverAllocated (MPS) is all the process holds from Metal, the
+	// figure the high-watermark limit is tested against
+	// (torch.mps.driver_allocated_memory): printed as "currently
+	// allocated" by the first MPS allocator, MPS allocated + other
+	// allocations since.
+	DriverAllocated *Figure
+	// Pool (MPS) is the pool the request was for: "private" or "shared".
+	Pool string
+	// NoLimit (MPS) is set when the message's form says no high-watermark
+	// limit is set (PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0): it has no "max
+	// allowed" and no advice.
+	NoLimit bool
+	// BlockLimit (IPEX) is set when intel-extension-for-pytorch refused a
+	// single block larger than 4 GiB, which the platform cannot allocate.
+	BlockLimit bool
+	// StartsAt names where a paste that leaves out the message's start
+	// begins: "the request", "the parenthesis", "the capacity sentence",
+	// "the MPS figures"; empty when it starts at the device's name.
+	StartsAt string
+	// unitsKB is set when the message prints KB, MB, GB (MPS's own
+	// format_size, binary units); figures derived from it are printed so
+	// too.
+	unitsKB bool
 
 	// Advice is the setting PyTorch's own advice names: "max_split_size_mb",
 	// "expandable_segments", "empty_cache" (XPU), or empty.
@@ -178,6 +287,8 @@ func (m *Message) figures() []namedFigure {
 		{"private_pools", "  in private pools", m.PrivatePools},
 		{"reserved", "reserved by PyTorch", m.Reserved},
 		{"reserved_unallocated", "reserved, unallocated", m.ReservedUnallocated},
+		{"other_allocations", "other allocations", m.OtherAllocations},
+		{"driver_allocated", "driver allocated", m.DriverAllocated},
 	}
 }
 
@@ -191,21 +302,48 @@ type namedFigure struct {
 func (m *Message) Missing() []string {
 	var out []string
 	for _, nf := range m.figures() {
-		if nf.f != nil {
-			continue
+		if nf.f == nil && m.prints(nf.key) {
+			out = append(out, nf.key)
 		}
-		switch nf.key {
-		case "allowed", "process_in_use", "private_pools":
-			continue // printed only in some conditions
-		}
-		out = append(out, nf.key)
 	}
 	return out
+}
+
+// prints is whether the message's format always prints (or derives) the
+// figure of JSON name key; figures printed only in some conditions (a
+// limit, NVML's list, private pools) are not.
+func (m *Message) prints(key string) bool {
+	switch m.Format {
+	case FormatMPS:
+		switch key {
+		case "request", "reserved", "other_allocations", "driver_allocated":
+			return true
+		case "allowed":
+			return !m.NoLimit
+		}
+		return false
+	case FormatMPSEarly:
+		switch key {
+		case "request", "driver_allocated", "allowed":
+			return true
+		}
+		return false
+	}
+	switch key {
+	case "allowed", "process_in_use", "private_pools", "other_allocations", "driver_allocated":
+		return false
+	case "free":
+		return m.Format.printsFree()
+	}
+	return true
 }
 
 // versions is the release range, narrowed by what the message shows
 // beyond its format.
 func (m *Message) versions() string {
+	if m.Format == FormatCapacity && m.Device == "XPU" {
+		return "2.9 and later" // XPU's allocator printed no free figure before
+	}
 	if m.Format != FormatReserved {
 		return m.Format.Versions()
 	}
@@ -235,15 +373,50 @@ func (m *Message) versions() string {
 // variants describes what the message shows beyond its format's core.
 func (m *Message) variants() []string {
 	var out []string
+	if m.StartsAt != "" {
+		out = append(out, "a paste that starts at "+m.StartsAt)
+	}
+	if m.Format.IsMPS() {
+		if m.unitsKB {
+			out = append(out, "sizes in KB, MB, GB (binary: MPS's own format_size, older releases)")
+		} else if m.Request != nil || m.Reserved != nil {
+			out = append(out, "sizes in KiB, MiB, GiB (c10's format_size, recent releases)")
+		}
+		switch {
+		case m.Allowed != nil:
+			out = append(out, "the high-watermark limit (PYTORCH_MPS_HIGH_WATERMARK_RATIO × the recommended maximum working set size)")
+		case m.NoLimit:
+			out = append(out, "no high-watermark limit (PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0)")
+		}
+		if m.Pool != "" {
+			out = append(out, "a request on the "+m.Pool+" pool")
+		}
+		if m.Advice != "" {
+			out = append(out, "PyTorch's advice to set "+m.ConfVar+"=0.0")
+		}
+		return out
+	}
 	if m.Device != "" && m.Device != "CUDA" {
 		d := m.Device
-		if d == "HIP" {
+		switch d {
+		case "HIP":
 			d += " (a ROCm build of PyTorch)"
+		case "XPU":
+			if m.Format == FormatIPEX {
+				d += " (intel-extension-for-pytorch's allocator)"
+			}
 		}
 		out = append(out, d+" out of memory")
 	}
+	if m.BlockLimit {
+		out = append(out, "intel-extension-for-pytorch's refusal of a block larger than 4 GiB")
+	}
 	if m.Allowed != nil {
-		out = append(out, "a per-process memory limit (torch.cuda.set_per_process_memory_fraction, PyTorch 1.8 and later)")
+		if m.Device == "XPU" {
+			out = append(out, "a per-process memory limit (torch.xpu.set_per_process_memory_fraction)")
+		} else {
+			out = append(out, "a per-process memory limit (torch.cuda.set_per_process_memory_fraction, PyTorch 1.8 and later)")
+		}
 	}
 	if m.SelfListed || m.Others != nil {
 		out = append(out, "NVML's list of processes on the device")
@@ -268,8 +441,11 @@ func (m *Message) confVar() string {
 	if m.ConfVar != "" {
 		return m.ConfVar
 	}
-	if m.Device == "HIP" {
+	switch m.Device {
+	case "HIP":
 		return "PYTORCH_HIP_ALLOC_CONF"
+	case "XPU":
+		return "PYTORCH_XPU_ALLOC_CONF"
 	}
 	return "PYTORCH_CUDA_ALLOC_CONF"
 }

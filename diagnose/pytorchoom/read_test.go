@@ -90,6 +90,43 @@ var printed = map[string]uint64{
 	"1.16 GiB":   1245540516,
 	"31.36 GiB":  33672543601,
 	"471.69 MiB": 494602813,
+	"6.12 GiB":   6571299963,
+	"11.47 GiB":  12315818721,
+	"18.13 GiB":  19466939269,
+	"45.23 GiB":  48565342700,
+	"2.10 GiB":   2254857830,
+	"4.00 GiB":   4294967296,
+	"15.11 GiB":  16224238961,
+	"10.62 GiB":  11403138171,
+	"3.80 GiB":   4080218931,
+	"1.25 GiB":   1342177280,
+	"2.50 GiB":   2684354560,
+	"11.78 GiB":  12648678687,
+	"12.06 GiB":  12949326397,
+	"3.82 GiB":   4101693768,
+	"2.71 GiB":   2909840343,
+	"11.17 GiB":  11993696174,
+	"7.79 GiB":   8364448809,
+	"6.88 GiB":   7387343749,
+	"6.94 GiB":   7451768259,
+	"23.65 GiB":  25393994138,
+	"23.62 GiB":  25361781883,
+	"22.91 GiB":  24599425188,
+	"3.40 GB":    3650722202,
+	"14.75 GB":   15837691904,
+	"18.13 GB":   19466939269,
+	"17.95 GB":   19273665741,
+	"24.00 MiB":  25165824,
+	"12.44 MiB":  13044285,
+	"95.31 MiB":  99939779,
+	"7.06 MiB":   7402947,
+	"104.00 MiB": 109051904,
+	"50.00 MiB":  52428800,
+	"31.44 MiB":  32967229,
+	"18.44 MiB":  19335741,
+	"254.73 MiB": 267103764,
+	"256.00 KB":  262144,
+	"256.00 MB":  268435456,
 }
 
 // derivedSum and derivedDiff mark an expected figure as computed from two
@@ -137,6 +174,8 @@ type fixture struct {
 	advice     string
 	confVar    string
 	truncated  bool
+	pool       string // MPS
+	startsAt   string // a partial paste
 	verdict    Verdict
 	confident  bool
 }
@@ -250,6 +289,84 @@ var fixtures = []fixture{
 		truncated: true,
 		verdict:   Fragmentation, confident: false,
 	},
+	{
+		file: "pytorch-mps-limit.txt", format: FormatMPS, versions: "1.12.1 and later", exception: "RuntimeError", device: "MPS",
+		gpu: -1, line: 4, endLine: 4, messages: 1, request: 1095216660, reqText: "Tried to allocate 1.02 GiB on private pool.",
+		figures: map[string]string{"reserved": "6.12 GiB", "other_allocations": "11.47 GiB", "allowed": "18.13 GiB",
+			"driver_allocated": derivedSum("6.12 GiB", "11.47 GiB")},
+		advice: "high_watermark_ratio", confVar: "PYTORCH_MPS_HIGH_WATERMARK_RATIO", pool: "private",
+		verdict: Limit, confident: true,
+	},
+	{
+		file: "pytorch-mps-gb-quoted.txt", format: FormatMPS, versions: "1.12.1 and later", exception: "RuntimeError", device: "MPS",
+		gpu: -1, line: 3, endLine: 6, messages: 1, request: 262144, reqText: "Tried to allocate 256.00 KB on shared pool.",
+		figures: map[string]string{"reserved": "3.40 GB", "other_allocations": "14.75 GB", "allowed": "18.13 GB",
+			"driver_allocated": derivedSum("3.40 GB", "14.75 GB")},
+		advice: "high_watermark_ratio", confVar: "PYTORCH_MPS_HIGH_WATERMARK_RATIO", pool: "shared",
+		verdict: Limit, confident: true,
+	},
+	{
+		file: "pytorch-mps-no-limit.txt", format: FormatMPS, versions: "1.12.1 and later", exception: "RuntimeError", device: "MPS",
+		gpu: -1, line: 3, endLine: 3, messages: 1, request: 4294967296, reqText: "Tried to allocate 4.00 GiB on private pool.",
+		figures: map[string]string{"reserved": "45.23 GiB", "other_allocations": "2.10 GiB",
+			"driver_allocated": derivedSum("45.23 GiB", "2.10 GiB")},
+		pool:    "private",
+		verdict: NoRoom, confident: true,
+	},
+	{
+		file: "pytorch-mps-1.12.txt", format: FormatMPSEarly, versions: "1.12", exception: "RuntimeError", device: "MPS",
+		gpu: -1, line: 4, endLine: 4, messages: 1, request: 268435456, reqText: "Tried to allocate 256.00 MB on private pool.",
+		figures: map[string]string{"driver_allocated": "17.95 GB", "allowed": "18.13 GB"},
+		advice:  "high_watermark_ratio", confVar: "PYTORCH_MPS_HIGH_WATERMARK_RATIO", pool: "private",
+		verdict: Limit, confident: true,
+	},
+	{
+		file: "pytorch-xpu-2.5.txt", format: FormatXPU, versions: "2.5–2.8", exception: "torch.OutOfMemoryError", device: "XPU",
+		gpu: 0, line: 4, endLine: 4, messages: 1, request: 1342177280, reqText: "Tried to allocate 1.25 GiB",
+		figures: map[string]string{"total_capacity": "15.11 GiB", "allocated": "10.62 GiB",
+			"reserved": derivedSum("10.62 GiB", "3.80 GiB"), "reserved_unallocated": "3.80 GiB"},
+		advice:  "empty_cache",
+		verdict: Fragmentation, confident: true,
+	},
+	{
+		file: "ipex-xpu.txt", format: FormatIPEX, versions: "intel-extension-for-pytorch", exception: "RuntimeError", device: "XPU",
+		gpu: 0, line: 2, endLine: 2, messages: 1, request: 2684354560, reqText: "Tried to allocate 2.50 GiB",
+		figures: map[string]string{"total_capacity": "15.11 GiB", "allocated": "11.78 GiB",
+			"reserved": "12.06 GiB", "reserved_unallocated": derivedDiff("12.06 GiB", "11.78 GiB")},
+		verdict: OtherProcess, confident: false,
+	},
+	{
+		file: "pytorch-1.x-request-start.txt", format: FormatReserved, versions: "1.4–2.0",
+		gpu: 0, line: 1, endLine: 1, messages: 1, request: 25165824, reqText: "Tried to allocate 24.00 MiB",
+		figures: map[string]string{"total_capacity": "3.82 GiB", "free": "12.44 MiB", "allocated": "2.71 GiB",
+			"reserved": "2.80 GiB", "reserved_unallocated": derivedDiff("2.80 GiB", "2.71 GiB")},
+		startsAt: "the request",
+		verdict:  Fragmentation, confident: true,
+	},
+	{
+		file: "pytorch-1.x-parenthesis.txt", format: FormatReserved, versions: "1.4–2.0",
+		gpu: 0, line: 1, endLine: 1, messages: 1,
+		figures: map[string]string{"total_capacity": "11.17 GiB", "free": "7.06 MiB", "allocated": "95.31 MiB",
+			"reserved": "104.00 MiB", "reserved_unallocated": derivedDiff("104.00 MiB", "95.31 MiB")},
+		startsAt: `the parenthesis "(GPU N;"`,
+		verdict:  OtherProcess, confident: false,
+	},
+	{
+		file: "pytorch-1.x-unclosed.txt", format: FormatReserved, versions: "1.4–1.12", exception: "RuntimeError", device: "CUDA",
+		gpu: 0, line: 1, endLine: 1, messages: 1, request: 52428800, reqText: "Tried to allocate 50.00 MiB",
+		figures: map[string]string{"total_capacity": "7.79 GiB", "free": "31.44 MiB", "allocated": "6.88 GiB",
+			"reserved": "6.94 GiB", "reserved_unallocated": derivedDiff("6.94 GiB", "6.88 GiB")},
+		verdict: Fragmentation, confident: true,
+	},
+	{
+		file: "pytorch-2.2-capacity-start.txt", format: FormatCapacity, versions: "2.2 and later",
+		gpu: 0, line: 1, endLine: 1, messages: 1,
+		figures: map[string]string{"total_capacity": "23.65 GiB", "free": "18.44 MiB", "allocated": "22.91 GiB",
+			"reserved": derivedSum("22.91 GiB", "254.73 MiB"), "reserved_unallocated": "254.73 MiB", "process_in_use": "23.62 GiB"},
+		others: []wantProc{}, selfListed: true,
+		startsAt: `"GPU N has a total capacity"`,
+		verdict:  NoRoom, confident: false,
+	},
 }
 
 func readFixture(t *testing.T, file string) *Input {
@@ -289,10 +406,17 @@ func TestPyTorchOOMFixtures(t *testing.T) {
 			assert.Equal(t, fx.endLine, m.EndLine)
 			assert.Equal(t, fx.truncated, m.Truncated, m.Cut)
 
-			require.NotNil(t, m.Request)
-			assert.Equal(t, fx.request, m.Request.Bytes)
-			assert.Equal(t, fx.reqText, m.Request.From)
-			assert.Equal(t, fx.line, m.Request.Line)
+			assert.Equal(t, fx.pool, m.Pool)
+			assert.Equal(t, fx.startsAt, m.StartsAt)
+			if fx.reqText == "" {
+				assert.Nil(t, m.Request, "the paste does not have the request")
+			} else {
+				require.NotNil(t, m.Request)
+				assert.Equal(t, fx.request, m.Request.Bytes)
+				assert.Equal(t, fx.reqText, m.Request.From)
+				assert.GreaterOrEqual(t, m.Request.Line, fx.line)
+				assert.LessOrEqual(t, m.Request.Line, fx.endLine)
+			}
 
 			for _, nf := range m.figures() {
 				if nf.key == "request" {
@@ -337,10 +461,26 @@ func TestPyTorchOOMFixtures(t *testing.T) {
 			assert.Equal(t, fx.verdict, e.Verdict, e.Reason)
 			assert.Equal(t, fx.confident, e.Confident, "%s %v", e.Reason, e.CannotKnow)
 			assert.NotEmpty(t, e.Advice)
-			// The reason cites the request and the device's free memory.
-			assert.Contains(t, e.Reason, m.Request.Printed)
+			// The reason cites the request and the device's free memory,
+			// or, for MPS, the limit; it never blames fragmentation with
+			// nothing reserved but unallocated.
+			if m.Request != nil {
+				assert.Contains(t, e.Reason, m.Request.Printed)
+			} else {
+				assert.Contains(t, e.Reason, "does not have the request")
+			}
 			if m.Free != nil {
 				assert.Contains(t, e.Reason, m.Free.Printed)
+			}
+			if m.Format.IsMPS() {
+				assert.NotEqual(t, Fragmentation, e.Verdict)
+				assert.Contains(t, e.Reason, "Metal")
+				if m.Allowed != nil {
+					assert.Contains(t, e.Reason, m.Allowed.Printed)
+				}
+			}
+			if e.Verdict == Fragmentation && m.ReservedUnallocated != nil {
+				assert.Positive(t, m.ReservedUnallocated.Max())
 			}
 			if !fx.confident {
 				assert.NotEmpty(t, e.CannotKnow, "a verdict that is not confident says why")
@@ -363,10 +503,14 @@ func TestPyTorchOOMReportJSONKeys(t *testing.T) {
 				assert.Contains(t, rep, k)
 			}
 			assert.Equal(t, fx.format.String(), rep["format"])
-			assert.Equal(t, float64(fx.request), rep["request"].(map[string]any)["bytes"])
+			if fx.reqText == "" {
+				assert.Nil(t, rep["request"], "the request is null where the paste lacks it")
+			} else {
+				assert.Equal(t, float64(fx.request), rep["request"].(map[string]any)["bytes"])
+			}
 
 			py := rep["pytorch"].(map[string]any)
-			for _, k := range []string{"total_capacity", "free", "allocated", "reserved", "reserved_unallocated", "allowed", "other_processes"} {
+			for _, k := range []string{"total_capacity", "free", "allocated", "reserved", "reserved_unallocated", "allowed", "other_processes", "other_allocations"} {
 				require.Contains(t, py, k)
 				if k == "other_processes" {
 					continue
@@ -393,7 +537,9 @@ func TestPyTorchOOMReportJSONKeys(t *testing.T) {
 			for _, k := range []string{"request", "total_capacity", "free", "allocated", "reserved", "reserved_unallocated", "allowed", "process_in_use", "private_pools"} {
 				require.Contains(t, figs, k)
 			}
-			assert.Equal(t, fx.reqText, figs["request"].(map[string]any)["from"])
+			if fx.reqText != "" {
+				assert.Equal(t, fx.reqText, figs["request"].(map[string]any)["from"])
+			}
 
 			ex := rep["explanation"].(map[string]any)
 			assert.Equal(t, string(fx.verdict), ex["verdict"])

@@ -9,10 +9,13 @@ const ReportVersion = 1
 type Report struct {
 	Version int `json:"bfcsim_pytorch_oom"`
 	// Format names the message's shape by the first release that printed
-	// it: "pytorch-1.0", "pytorch-1.4", "pytorch-2.1", "pytorch-2.2".
-	Format  string        `json:"format"`
-	Source  SourceReport  `json:"source"`
-	Request RequestReport `json:"request"`
+	// it: "pytorch-1.0", "pytorch-1.4", "pytorch-2.1", "pytorch-2.2"; or
+	// by its allocator: "pytorch-xpu", "ipex", "pytorch-mps",
+	// "pytorch-mps-1.12".
+	Format string       `json:"format"`
+	Source SourceReport `json:"source"`
+	// Request is the failed request; null when the paste does not have it.
+	Request *RequestReport `json:"request"`
 	// GPU is the device index the message names; null when not printed.
 	GPU     *int           `json:"gpu"`
 	PyTorch PyTorchFigures `json:"pytorch"`
@@ -30,10 +33,13 @@ type SourceReport struct {
 	Format          string `json:"format"`
 	PyTorchVersions string `json:"pytorch_versions"`
 	Shape           string `json:"shape"`
-	// Exception and Device are as printed; empty when the paste does not
-	// show them.
+	// Exception and Device are as printed ("MPS" for the MPS allocator's
+	// message); empty when the paste does not show them.
 	Exception string `json:"exception"`
 	Device    string `json:"device"`
+	// Pool is the MPS pool the request was for, "private" or "shared";
+	// empty for other devices.
+	Pool string `json:"pool"`
 	// Line and EndLine are where the message is in the input; Lines is
 	// how many lines the input has.
 	Line    int `json:"line"`
@@ -44,9 +50,12 @@ type SourceReport struct {
 	Messages     int   `json:"messages"`
 	MessageLines []int `json:"message_lines"`
 	// Truncated is set when the paste stops before the message does; Cut
-	// says after what, Missing which figures it leaves out.
+	// says after what, Missing which figures it leaves out. StartsAt names
+	// where a paste that leaves out the message's start begins (the
+	// device and the request are then not in it); empty otherwise.
 	Truncated bool     `json:"truncated"`
 	Cut       string   `json:"cut"`
+	StartsAt  string   `json:"starts_at"`
 	Missing   []string `json:"missing"`
 	// Variants lists what the message shows beyond its shape's core.
 	Variants []string `json:"variants"`
@@ -88,6 +97,14 @@ type PyTorchFigures struct {
 	ProcessInUse *uint64 `json:"process_in_use"`
 	// PrivatePools is the part of allocated in private pools (CUDA graphs).
 	PrivatePools *uint64 `json:"private_pools"`
+	// OtherAllocations (MPS) is what the process holds from Metal outside
+	// PyTorch's heaps. For MPS, Reserved is "MPS allocated" (PyTorch's
+	// heaps) and Allowed is "max allowed" (the high-watermark limit).
+	OtherAllocations *uint64 `json:"other_allocations"`
+	// DriverAllocated (MPS) is all the process holds from Metal: "MPS
+	// allocated" + "other allocations" (printed as "currently allocated"
+	// by the first MPS allocator); the limit is tested against it.
+	DriverAllocated *uint64 `json:"driver_allocated"`
 }
 
 // ProcessReport is another process on the device. Bytes is null where NVML
@@ -141,6 +158,7 @@ func NewReport(in *Input) *Report {
 			Shape:           m.Format.Shape(),
 			Exception:       m.Exception,
 			Device:          m.Device,
+			Pool:            m.Pool,
 			Line:            m.Line,
 			EndLine:         m.EndLine,
 			Lines:           in.Lines,
@@ -148,6 +166,7 @@ func NewReport(in *Input) *Report {
 			MessageLines:    nonNil(in.MessageLines),
 			Truncated:       m.Truncated,
 			Cut:             m.Cut,
+			StartsAt:        m.StartsAt,
 			Missing:         nonNil(m.Missing()),
 			Variants:        nonNil(m.variants()),
 			Notes:           nonNil(m.Notes),
@@ -158,7 +177,7 @@ func NewReport(in *Input) *Report {
 		Figures: map[string]*FigureReport{},
 	}
 	if m.Request != nil {
-		rep.Request = RequestReport{Bytes: m.Request.Bytes, Printed: m.Request.Printed, Tolerance: m.Request.Tolerance}
+		rep.Request = &RequestReport{Bytes: m.Request.Bytes, Printed: m.Request.Printed, Tolerance: m.Request.Tolerance}
 	}
 	if m.GPU >= 0 {
 		g := m.GPU
@@ -180,6 +199,8 @@ func NewReport(in *Input) *Report {
 		Allowed:             bytesOf(m.Allowed),
 		ProcessInUse:        bytesOf(m.ProcessInUse),
 		PrivatePools:        bytesOf(m.PrivatePools),
+		OtherAllocations:    bytesOf(m.OtherAllocations),
+		DriverAllocated:     bytesOf(m.DriverAllocated),
 	}
 	if m.SelfListed || m.Others != nil {
 		rep.PyTorch.OtherProcesses = []ProcessReport{}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -33,13 +34,69 @@ const (
 	maxListed = 20
 )
 
-// anchor is what every message since PyTorch 1.0 says before the
-// request, normalised: "CUDA out of memory. Tried to allocate".
-var anchor = []byte("outofmemory.")
+// anchorKind is what a find in the normalised stream starts: a message, or
+// a paste that leaves out the message's start.
+type anchorKind int8
+
+const (
+	// anchorOOM is "out of memory.", which every message of the CUDA
+	// allocator and its kin (HIP, XPU, MUSA) says before the request.
+	anchorOOM anchorKind = iota
+	// anchorMPS is "out of memory (", which the MPS allocator says after
+	// "MPS backend" and before its figures.
+	anchorMPS
+	// anchorRequest is "Tried to allocate": a paste that starts at the
+	// request, or intel-extension-for-pytorch's refusal of a block over
+	// 4 GiB, which says it after a sentence of its own.
+	anchorRequest
+	// anchorParen is "(GPU": a paste of the 1.x and IPEX wordings'
+	// parenthesis alone.
+	anchorParen
+	// anchorCapacity is "has a total capacity": a paste of the 2.x
+	// wording that starts at "GPU N has a total capacity of".
+	anchorCapacity
+	// anchorMPSFigures is "MPS allocated:": a paste that starts at the MPS
+	// allocator's figures.
+	anchorMPSFigures
+)
+
+// outOfMemory is what every message says, normalised; the character after
+// it tells the CUDA allocator's wording ('.') from the MPS allocator's
+// ('(').
+var outOfMemory = []byte("outofmemory")
+
+// anchors are what the scan looks for, normalised. A find starts a
+// message only if the grammar reads figures after it (parseBody); the
+// partial ones are each part of PyTorch's message alone: "(GPU" must go
+// on "N; T total capacity;", "has a total capacity" must follow "GPU N",
+// "Tried to allocate" must go on with a size and the device's figures, so
+// that other text that speaks of capacity or allocation is no message.
+var anchors = []struct {
+	kind anchorKind
+	text []byte
+}{
+	{anchorOOM, outOfMemory}, // anchorMPS too, by the next character
+	{anchorRequest, []byte("triedtoallocate")},
+	{anchorParen, []byte("(gpu")},
+	{anchorCapacity, []byte("hasatotalcapac")}, // "capacity", and 2.1's "capacty"
+	{anchorMPSFigures, []byte("mpsallocated:")},
+}
+
+// maxAnchorLen is the longest anchor, with the character after
+// "outofmemory" that tells its kind.
+const maxAnchorLen = len("triedtoallocate")
 
 // devices are the device APIs whose caching allocators print the message
 // in PyTorch's words, as they appear (lower case) before "out of memory".
 var devices = []string{"cuda", "hip", "xpu", "musa"}
+
+// mpsDevice is what the MPS allocator says before "out of memory (".
+const mpsDevice = "mpsbackend"
+
+// ipexBlockLimit is what intel-extension-for-pytorch says, normalised,
+// before "Tried to allocate" and the device's figures when it refuses a
+// block larger than 4 GiB (csrc/gpu/runtime/CachingDeviceAllocator.cpp).
+var ipexBlockLimit = []byte("currentplatformcannotallocatememoryblockwithsizelargerthan4gb!")
 
 // exceptionRE finds the Python exception named just before the message on
 // its first line: "torch.OutOfMemoryError: ".
@@ -144,6 +201,8 @@ type Scanner struct {
 
 	nearLine int
 	nearText string
+	partLine int
+	partText string
 
 	buf []byte // readLine's, reused
 }
@@ -158,16 +217,19 @@ func NewScanner(r io.Reader) *Scanner {
 func (s *Scanner) Scan() bool {
 	s.msg = nil
 	for {
-		li, at, ok := s.findAnchor()
+		li, at, kind, ok := s.findAnchor()
 		if !ok {
 			return false
 		}
-		m := s.parseAt(li, at)
-		s.li, s.off = li, at+len(anchor)
+		m, endLi, endOff := s.parseAt(li, at, kind)
 		if m != nil {
+			// Go on after the message, so that its own words ("Tried to
+			// allocate", "(GPU 0;") start no paste of their own.
+			s.li, s.off = endLi, endOff
 			s.msg = m
 			return true
 		}
+		s.li, s.off = li, at+1
 	}
 }
 
@@ -185,6 +247,39 @@ func (s *Scanner) Lines() int { return s.read }
 // message cut before its request), and its number; 0 and "" when none.
 func (s *Scanner) NearMiss() (int, string) { return s.nearLine, s.nearText }
 
+// Partial is the first line that holds part of PyTorch's message (its
+// request, its parenthesis, its capacity sentence or the MPS figures) but
+// not enough of it to read; 0 when none does.
+func (s *Scanner) Partial() (int, string) { return s.partLine, s.partText }
+
+// notePartial remembers a line with part of PyTorch's message: one whose
+// anchor of the kind at norm[at:] goes on in PyTorch's words.
+func (s *Scanner) notePartial(l *srcLine, at int, kind anchorKind) {
+	if s.partLine != 0 {
+		return
+	}
+	t := l.norm[at:]
+	switch kind {
+	case anchorRequest:
+		if _, _, _, ok := parseSize(t[len("triedtoallocate"):]); !ok {
+			return
+		}
+	case anchorParen:
+		// "(GPU 0;", not TensorFlow's "Allocator (GPU_0_bfc)".
+		j := len("(gpu")
+		for j < len(t) && isDigit(t[j]) {
+			j++
+		}
+		if j == len("(gpu") || j >= len(t) || t[j] != ';' {
+			return
+		}
+	case anchorCapacity, anchorMPSFigures:
+	default:
+		return
+	}
+	s.partLine, s.partText = l.num, clip(collapse(l.text), 120)
+}
+
 // fill reads lines until win[k] exists or the input ends.
 func (s *Scanner) fill(k int) {
 	for len(s.win) <= k && !s.eof {
@@ -193,8 +288,26 @@ func (s *Scanner) fill(k int) {
 			return
 		}
 		s.read++
-		s.win = append(s.win, newLine(s.read, text))
+		l := newLine(s.read, text)
+		s.win = append(s.win, l)
+		if s.partLine == 0 {
+			for _, p := range pytorchPhrases {
+				if bytes.Contains(l.norm, p) {
+					s.partLine, s.partText = l.num, clip(collapse(l.text), 120)
+					break
+				}
+			}
+		}
 	}
+}
+
+// pytorchPhrases are words of PyTorch's message, normalised, that no
+// other tool's log says: a line with one holds part of the message even
+// where no anchor starts it.
+var pytorchPhrases = [][]byte{
+	[]byte("reservedintotalbypytorch"),
+	[]byte("isallocatedbypytorch"),
+	[]byte("isreservedbypytorchbutunallocated"),
 }
 
 // readLine reads one line without its line end, capped at maxLineBytes.
@@ -230,14 +343,14 @@ func (s *Scanner) readLine() (string, bool) {
 	return string(buf), true
 }
 
-// findAnchor finds the next "out of memory." from the search position,
-// across line ends, and returns its line's index in win and its offset in
-// that line's norm.
-func (s *Scanner) findAnchor() (int, int, bool) {
+// findAnchor finds the next anchor from the search position, across line
+// ends, and returns its line's index in win, its offset in that line's
+// norm, and its kind.
+func (s *Scanner) findAnchor() (int, int, anchorKind, bool) {
 	for {
 		s.fill(s.li + 3)
 		if s.err != nil || s.li >= len(s.win) {
-			return 0, 0, false
+			return 0, 0, 0, false
 		}
 		// Keep one line before the search position: a message's device
 		// word may end the line before.
@@ -248,38 +361,77 @@ func (s *Scanner) findAnchor() (int, int, bool) {
 		l := s.win[s.li]
 		n := l.norm
 		if s.off < len(n) {
-			for from := s.off; ; {
-				k := bytes.Index(n[from:], anchor[:len(anchor)-1])
-				if k < 0 {
-					break
+			t := n[s.off:]
+			if endsInAnchor(n) {
+				// An anchor that begins near the end of this line and
+				// ends on the next ones: search this line's rest with the
+				// next lines' starts, without the log prefix they share
+				// with this one.
+				t = append([]byte(nil), t...)
+				for j := s.li + 1; j < len(s.win) && j <= s.li+3 && len(t) < len(n)-s.off+2*maxAnchorLen; j++ {
+					u := s.win[j].text
+					from := quoteEnd(u, sharedLogPrefix(l.text, u))
+					t, _ = normalize(u[:min(len(u), from+4*maxAnchorLen)], from, t, nil)
 				}
-				k += from
-				if k+len(anchor) <= len(n) && n[k+len(anchor)-1] == '.' {
-					return s.li, k, true
-				}
-				s.noteNearMiss(l)
-				from = k + 1
 			}
-			// An anchor that begins near the end of this line and ends
-			// on the next ones.
-			tail := max(s.off, len(n)-len(anchor)+1)
-			if bytes.IndexByte(n[tail:], 'o') >= 0 {
-				joined := append([]byte(nil), n[tail:]...)
-				for j := s.li + 1; j < len(s.win) && j <= s.li+3 && len(joined) < 2*len(anchor); j++ {
-					// The next lines as a continuation: without the log
-					// prefix they share with this one.
-					t := s.win[j].text
-					from := quoteEnd(t, sharedLogPrefix(l.text, t))
-					joined, _ = normalize(t[:min(len(t), from+4*len(anchor))], from, joined, nil)
-				}
-				if k := bytes.Index(joined, anchor); k >= 0 && k < len(n)-tail {
-					return s.li, tail + k, true
-				}
+			if k, kind, ok := s.firstAnchor(l, t, len(n)-s.off); ok {
+				return s.li, s.off + k, kind, true
 			}
 		}
 		s.li++
 		s.off = 0
 	}
+}
+
+// firstAnchor finds the first anchor that starts in t[:limit] and whose
+// kind t tells. An "out of memory" followed by neither '.' nor '(' is a
+// near miss (CUDA's own "CUDA error: out of memory").
+func (s *Scanner) firstAnchor(l *srcLine, t []byte, limit int) (int, anchorKind, bool) {
+	for from := 0; from < limit; {
+		best, kind := -1, anchorOOM
+		for _, a := range anchors {
+			if k := bytes.Index(t[from:], a.text); k >= 0 && from+k < limit && (best < 0 || from+k < best) {
+				best, kind = from+k, a.kind
+			}
+		}
+		if best < 0 {
+			return 0, 0, false
+		}
+		if kind != anchorOOM {
+			return best, kind, true
+		}
+		next := best + len(outOfMemory)
+		switch {
+		case next < len(t) && t[next] == '.':
+			return best, anchorOOM, true
+		case next < len(t) && t[next] == '(':
+			return best, anchorMPS, true
+		default:
+			// Another character, or none: t holds the next lines'
+			// starts, so nothing follows in the input.
+			s.noteNearMiss(l)
+		}
+		from = best + 1
+	}
+	return 0, 0, false
+}
+
+// endsInAnchor is whether n ends with the start of an anchor, or with
+// "outofmemory" whose next character tells its kind: the anchor may go on
+// on the next line.
+func endsInAnchor(n []byte) bool {
+	for _, a := range anchors {
+		text := a.text
+		for j := min(len(text), len(n)); j > 0; j-- {
+			if j == len(text) && a.kind != anchorOOM {
+				continue // whole, within the line
+			}
+			if bytes.HasSuffix(n, text[:j]) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // noteNearMiss remembers the first line that says "out of memory" in
@@ -364,30 +516,85 @@ func (b *body) line(i int) int {
 	return b.segs[b.pos[i].seg].l.num
 }
 
-// parseAt reads the message whose "out of memory." is at win[li].norm[at].
-func (s *Scanner) parseAt(li, at int) *Message {
+// parseAt reads the message whose anchor of the kind is at
+// win[li].norm[at]. It returns the message, or nil, and where the message
+// ends: the line's index in win and the offset in its norm.
+func (s *Scanner) parseAt(li, at int, kind anchorKind) (*Message, int, int) {
 	s.fill(li + maxBodyLines)
 	l := s.win[li]
 
-	// The device word ends just before the anchor, on this line or,
-	// wrapped, on the one before, or across the two.
+	// Where the message starts: the device word before the anchor (on this
+	// line or, wrapped, on the one before, or across the two), or the
+	// start of what a partial paste holds.
 	device, startLine, startNorm := "", li, at
-	run := trailingLetters(l.norm[:at])
-	var prev []byte
-	if li > 0 && len(run) == at {
-		prev = s.win[li-1].norm
-		run = trailingLetters(prev) + run
-	}
-	for _, d := range devices {
-		if strings.HasSuffix(run, d) {
-			device = strings.ToUpper(d)
-			if at >= len(d) {
-				startNorm = at - len(d)
-			} else {
-				startLine, startNorm = li-1, len(prev)-(len(d)-at)
-			}
-			break
+	switch kind {
+	case anchorOOM, anchorMPS:
+		run := trailingLetters(l.norm[:at])
+		var prev []byte
+		if li > 0 && len(run) == at {
+			prev = s.win[li-1].norm
+			run = trailingLetters(prev) + run
 		}
+		words := devices
+		if kind == anchorMPS {
+			words = []string{mpsDevice}
+		}
+		for _, d := range words {
+			if strings.HasSuffix(run, d) {
+				device = strings.ToUpper(d)
+				if at >= len(d) {
+					startNorm = at - len(d)
+				} else {
+					startLine, startNorm = li-1, len(prev)-(len(d)-at)
+				}
+				break
+			}
+		}
+		if kind == anchorMPS {
+			if device == "" {
+				s.noteNearMiss(l)
+				return nil, 0, 0
+			}
+			device = "MPS"
+		}
+	case anchorRequest:
+		if bytes.HasSuffix(l.norm[:at], ipexBlockLimit) {
+			startNorm = at - len(ipexBlockLimit)
+		}
+	case anchorCapacity:
+		// "GPU N has a total capacity": the device's number and "GPU"
+		// before the anchor, perhaps wrapped onto the line before.
+		before := l.norm[:at]
+		var prev []byte
+		if li > 0 {
+			prev = s.win[li-1].norm
+		}
+		j := at
+		for j > 0 && isDigit(before[j-1]) {
+			j--
+		}
+		switch {
+		case j < at && j >= len("gpu") && string(before[j-len("gpu"):j]) == "gpu":
+			startNorm = j - len("gpu")
+		case j == 0 && len(prev) > 0:
+			// "GPU" and perhaps the number end the line before.
+			joined := append(append([]byte(nil), prev...), before...)
+			k := len(prev) + j
+			for k > 0 && isDigit(joined[k-1]) {
+				k--
+			}
+			if k == len(joined) || k < len("gpu") || string(joined[k-len("gpu"):k]) != "gpu" {
+				return nil, 0, 0
+			}
+			startLine, startNorm = li-1, k-len("gpu")
+		default:
+			return nil, 0, 0
+		}
+	case anchorMPSFigures:
+		if at > 0 && l.norm[at-1] == '(' {
+			startNorm = at - 1
+		}
+		device = "MPS"
 	}
 	first := s.win[startLine]
 	rawStart := len(first.text)
@@ -447,33 +654,74 @@ func (s *Scanner) parseAt(li, at int) *Message {
 	if len(b.segs) >= 2 && len(b.segs[0].l.text) >= 60 && len(b.segs[0].l.text) == len(b.segs[1].l.text) {
 		b.hardWidth = len(b.segs[0].l.text)
 	}
-	// This message ends where the next begins.
-	anchorAt := at - startNorm
-	if startLine != li {
-		// The device word ends the line before; the anchor is on this
-		// line, which the body holds cleaned of the message's prefix.
-		base := len(s.win[startLine].norm) - startNorm
-		k := bytes.Index(b.norm[base:], anchor)
-		if k < 0 {
-			return nil
+
+	// The grammar starts at "out of memory" after the device word, or at
+	// the start of a partial paste.
+	parseFrom := 0
+	if kind == anchorOOM || kind == anchorMPS {
+		parseFrom = at - startNorm
+		if startLine != li {
+			// The device word ends the line before; the anchor is on this
+			// line, which the body holds cleaned of the message's prefix.
+			base := len(s.win[startLine].norm) - startNorm
+			k := bytes.Index(b.norm[base:], outOfMemory)
+			if k < 0 {
+				return nil, 0, 0
+			}
+			parseFrom = base + k
 		}
-		anchorAt = base + k
+		if !hasPrefix(b.norm[parseFrom:], string(outOfMemory)) {
+			return nil, 0, 0 // a prefix on the next line hid part of it
+		}
 	}
-	if anchorAt+len(anchor) > len(b.norm) || string(b.norm[anchorAt:anchorAt+len(anchor)]) != string(anchor) {
-		return nil // a prefix on the next line hid part of it
-	}
-	if k := bytes.Index(b.norm[anchorAt+len(anchor):], anchor); k >= 0 {
-		end := anchorAt + len(anchor) + k
+	// This message ends where the next begins.
+	if end := nextMessage(b.norm, parseFrom+1); end >= 0 {
 		b.norm, b.pos = b.norm[:end], b.pos[:end]
 	}
 
-	m := parseBody(&b, anchorAt)
+	m, end := parseBody(&b, parseFrom, kind)
 	if m == nil {
-		s.noteNearMiss(l)
-		return nil
+		if kind == anchorOOM {
+			s.noteNearMiss(l)
+		}
+		s.notePartial(l, at, kind)
+		return nil, 0, 0
 	}
-	m.Device, m.Exception = device, exception
-	return m
+	if device != "" {
+		m.Device = device
+	}
+	m.Exception = exception
+
+	// Where the message ends, in the window.
+	endLi, endOff := li, at+1
+	if end > 0 {
+		pe := b.pos[end-1]
+		el := b.segs[pe.seg].l
+		off := el.offsets()
+		j, _ := slices.BinarySearch(off, pe.off)
+		if wi := el.num - s.win[0].num; wi > li || (wi == li && j+1 > endOff) {
+			endLi, endOff = wi, j+1
+		}
+	}
+	return m, endLi, endOff
+}
+
+// nextMessage is where the next message's "out of memory" starts in a
+// body's normalised text from, or -1: a message ends where the next
+// begins.
+func nextMessage(t []byte, from int) int {
+	for from < len(t) {
+		k := bytes.Index(t[from:], outOfMemory)
+		if k < 0 {
+			return -1
+		}
+		k += from
+		if next := k + len(outOfMemory); next < len(t) && (t[next] == '.' || t[next] == '(') {
+			return k
+		}
+		from = k + 1
+	}
+	return -1
 }
 
 // sharedLogPrefix is the length of the log prefix line shares with the
@@ -561,14 +809,21 @@ func Read(r io.Reader, name string) (*Input, error) {
 		return nil, fmt.Errorf("reading %s: %w", name, err)
 	}
 	if in.Last == nil {
-		return nil, noMessageError(name, s)
+		return nil, NoMessageError(name, s)
 	}
 	return in, nil
 }
 
-// noMessageError is the error for input s found no message in: it wraps
-// ErrNoMessage and quotes the near miss, if any.
-func noMessageError(name string, s *Scanner) error {
+// NoMessageError is the error for input s found no message in: it wraps
+// ErrNoMessage and quotes the line that held part of the message, or the
+// near miss, if any.
+func NoMessageError(name string, s *Scanner) error {
+	if n, text := s.Partial(); n > 0 {
+		return fmt.Errorf("%s: %w in %d lines (line %d, %q, holds part of PyTorch's out-of-memory message but not enough to read: "+
+			"a paste needs the request with the figures after it, the parenthesis \"(GPU N; T total capacity; ...\", "+
+			"\"GPU N has a total capacity of T ...\" or \"MPS allocated: ...\")",
+			name, ErrNoMessage, s.Lines(), n, text)
+	}
 	if n, text := s.NearMiss(); n > 0 {
 		return fmt.Errorf("%s: %w in %d lines (line %d, %q, speaks of running out of memory but is not the caching allocator's message, which says \"out of memory. Tried to allocate\" and the device's figures)",
 			name, ErrNoMessage, s.Lines(), n, text)

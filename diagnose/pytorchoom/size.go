@@ -40,9 +40,11 @@ func (s Size) String() string { return s.Printed }
 // device holds 2^62 bytes (4 EiB).
 const notAvailable = 1 << 62
 
-// units are the units PyTorch prints (format_size: bytes, KiB, MiB, GiB)
-// and a few it does not but a hand-edited paste may carry; the longest
-// name of a unit comes first so that "bytes" is not read as "b".
+// units are the units PyTorch prints (c10's format_size: bytes, KiB, MiB,
+// GiB; the MPS allocator's own, in releases before it used c10's: bytes,
+// KB, MB, GB, which divide by powers of 1024 all the same) and a few it
+// does not but a hand-edited paste may carry; a unit's longer names come
+// first so that "bytes" is not read as "b".
 var units = []struct {
 	name  string // lower case, as the normalised text has it
 	shift uint
@@ -50,6 +52,7 @@ var units = []struct {
 }{
 	{"bytes", 0, "bytes"}, {"byte", 0, "bytes"},
 	{"kib", 10, "KiB"}, {"mib", 20, "MiB"}, {"gib", 30, "GiB"}, {"tib", 40, "TiB"},
+	{"kb", 10, "KB"}, {"mb", 20, "MB"}, {"gb", 30, "GB"},
 	{"b", 0, "bytes"},
 }
 
@@ -120,16 +123,24 @@ func parseSize(t []byte) (s Size, n int, na, ok bool) {
 // FormatSize prints n the way c10's format_size does: "N bytes" up to
 // 1024, then KiB, MiB and GiB with two decimals. Figures bfcsim derives
 // (sums, differences) are shown so, to read like the message's own.
-func FormatSize(n uint64) string {
+func FormatSize(n uint64) string { return formatSize(n, false) }
+
+// formatSize prints n as FormatSize does, or with kb set as the MPS
+// allocator's own format_size did: KB, MB, GB, binary all the same.
+func formatSize(n uint64, kb bool) string {
+	names := [3]string{"KiB", "MiB", "GiB"}
+	if kb {
+		names = [3]string{"KB", "MB", "GB"}
+	}
 	switch {
 	case n <= 1024:
 		return fmt.Sprintf("%d bytes", n)
 	case n <= 1<<20:
-		return fmt.Sprintf("%.2f KiB", float64(n)/(1<<10))
+		return fmt.Sprintf("%.2f %s", float64(n)/(1<<10), names[0])
 	case n <= 1<<30:
-		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+		return fmt.Sprintf("%.2f %s", float64(n)/(1<<20), names[1])
 	default:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+		return fmt.Sprintf("%.2f %s", float64(n)/(1<<30), names[2])
 	}
 }
 

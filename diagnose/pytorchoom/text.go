@@ -22,17 +22,29 @@ func WriteText(w io.Writer, rep *Report) error {
 	ew := &sticky.Writer{W: w}
 	src := rep.Source
 
+	format := formatNamed(src.Format)
 	dev := src.Device
-	if dev == "" {
+	switch {
+	case format.IsMPS() || dev == "MPS":
+		dev = "an MPS device (Apple GPU)"
+	case dev == "":
 		dev = "GPU"
-	} else {
+	default:
 		dev += " GPU"
 	}
-	where := "a " + dev
-	if rep.GPU != nil {
+	where := dev
+	switch {
+	case strings.HasPrefix(dev, "an "):
+	case rep.GPU != nil:
 		where = fmt.Sprintf("%s %d", dev, *rep.GPU)
+	default:
+		where = "a " + dev
 	}
-	ew.Printf("PyTorch out of memory on %s: tried to allocate %s\n", where, rep.Request.Printed)
+	request := "the request is not in the paste"
+	if rep.Request != nil {
+		request = "tried to allocate " + rep.Request.Printed
+	}
+	ew.Printf("PyTorch out of memory on %s: %s\n", where, request)
 	lines := fmt.Sprintf("line %d", src.Line)
 	if src.EndLine > src.Line {
 		lines = fmt.Sprintf("lines %d–%d", src.Line, src.EndLine)
@@ -40,6 +52,8 @@ func WriteText(w io.Writer, rep *Report) error {
 	ew.Printf("read from %s, %s\n", src.Name, lines)
 	if src.Format == FormatUnknown.String() {
 		ew.Printf("in words that do not tell PyTorch's release\n")
+	} else if format == FormatIPEX {
+		ew.Printf("in the words of %s: %s\n", src.PyTorchVersions, src.Shape)
 	} else {
 		ew.Printf("in the words of PyTorch %s: %s\n", src.PyTorchVersions, src.Shape)
 	}
@@ -95,38 +109,11 @@ func WriteText(w io.Writer, rep *Report) error {
 		ew.Printf("  %-22s %12s  %-12s %s\n", label, f.Printed, tol, from)
 	}
 	figs := rep.Figures
-	row("request", figs["request"], "not in the paste")
-	row("total capacity", figs["total_capacity"], "not in the paste")
-	row("free", figs["free"], "not in the paste")
-	if figs["allowed"] != nil || src.Format != FormatCached.String() {
-		absent := "none printed"
-		switch src.Format {
-		case FormatCapacty.String(), FormatCapacity.String():
-			absent = "none printed (this release may leave it out)"
-		case FormatUnknown.String():
-			absent = "not in the paste"
-		}
-		row("allowed (limit)", figs["allowed"], absent)
+	if format.IsMPS() {
+		writeMPSFigures(row, figs, format)
+	} else {
+		writeFigures(ew, row, rep, format)
 	}
-	if rep.PyTorch.OtherProcesses != nil {
-		row("this process in use", figs["process_in_use"], "not available from NVML")
-		for _, p := range rep.PyTorch.OtherProcesses {
-			label := fmt.Sprintf("process %d", p.PID)
-			if p.Bytes == nil {
-				ew.Printf("  %-22s %12s\n", label, "not available from NVML")
-				continue
-			}
-			row(label, &FigureReport{Bytes: *p.Bytes, Printed: p.Printed, Tolerance: p.Tolerance, Source: "printed", Line: p.Line}, "")
-		}
-	} else if src.Format == FormatCapacty.String() || src.Format == FormatCapacity.String() {
-		ew.Printf("  %-22s %s\n", "processes", "not listed (PyTorch lists them only where NVML is available)")
-	}
-	row("allocated by PyTorch", figs["allocated"], "not in the paste")
-	if figs["private_pools"] != nil {
-		row("  in private pools", figs["private_pools"], "")
-	}
-	row("reserved by PyTorch", figs["reserved"], "not in the paste")
-	row("reserved, unallocated", figs["reserved_unallocated"], "not in the paste")
 
 	e := rep.Explanation
 	verdict := e.Verdict
@@ -155,6 +142,72 @@ func WriteText(w io.Writer, rep *Report) error {
 		bullets(ew, e.Advice, "  ")
 	}
 	return ew.Err
+}
+
+// figureRow writes one figure's row, or absent when it is nil.
+type figureRow func(label string, f *FigureReport, absent string)
+
+// writeFigures writes the figures of the CUDA allocator's wordings (and
+// those of its kin: HIP, XPU, IPEX).
+func writeFigures(ew *sticky.Writer, row figureRow, rep *Report, format Format) {
+	figs, src := rep.Figures, rep.Source
+	row("request", figs["request"], "not in the paste")
+	row("total capacity", figs["total_capacity"], "not in the paste")
+	if format.printsFree() || figs["free"] != nil {
+		row("free", figs["free"], "not in the paste")
+	} else {
+		row("free", nil, "not printed by this allocator")
+	}
+	if figs["allowed"] != nil || (format != FormatCached && format != FormatIPEX && format != FormatXPU) {
+		absent := "none printed"
+		switch format {
+		case FormatCapacty, FormatCapacity:
+			absent = "none printed (this release may leave it out)"
+		case FormatUnknown:
+			absent = "not in the paste"
+		}
+		row("allowed (limit)", figs["allowed"], absent)
+	}
+	if rep.PyTorch.OtherProcesses != nil {
+		row("this process in use", figs["process_in_use"], "not available from NVML")
+		for _, p := range rep.PyTorch.OtherProcesses {
+			label := fmt.Sprintf("process %d", p.PID)
+			if p.Bytes == nil {
+				ew.Printf("  %-22s %12s\n", label, "not available from NVML")
+				continue
+			}
+			row(label, &FigureReport{Bytes: *p.Bytes, Printed: p.Printed, Tolerance: p.Tolerance, Source: "printed", Line: p.Line}, "")
+		}
+	} else if (format == FormatCapacty || format == FormatCapacity) && src.Device != "XPU" {
+		ew.Printf("  %-22s %s\n", "processes", "not listed (PyTorch lists them only where NVML is available)")
+	}
+	row("allocated by PyTorch", figs["allocated"], "not in the paste")
+	if figs["private_pools"] != nil {
+		row("  in private pools", figs["private_pools"], "")
+	}
+	row("reserved by PyTorch", figs["reserved"], "not in the paste")
+	row("reserved, unallocated", figs["reserved_unallocated"], "not in the paste")
+}
+
+// writeMPSFigures writes the MPS allocator's figures in its own terms.
+func writeMPSFigures(row figureRow, figs map[string]*FigureReport, format Format) {
+	row("request", figs["request"], "not in the paste")
+	if format == FormatMPS {
+		row("MPS allocated", figs["reserved"], "not in the paste")
+		row("other allocations", figs["other_allocations"], "not in the paste")
+	}
+	row("driver allocated", figs["driver_allocated"], "not in the paste")
+	row("max allowed (limit)", figs["allowed"], "none (PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0)")
+}
+
+// formatNamed is the format of the name Format.String gives.
+func formatNamed(name string) Format {
+	for f := FormatCached; f <= FormatMPSEarly; f++ {
+		if f.String() == name {
+			return f
+		}
+	}
+	return FormatUnknown
 }
 
 func bullets(ew *sticky.Writer, items []string, indent string) {
