@@ -122,6 +122,9 @@ func Explain(m *Message) Explanation {
 	if m.Format.IsMPS() {
 		return explainMPS(m)
 	}
+	if m.BlockLimit {
+		return explainBlockLimit(m)
+	}
 	x := newFigs(m)
 	fu := x.f.add(x.u)
 	fragCache := geq(x.u, x.r)
@@ -241,6 +244,23 @@ func Explain(m *Message) Explanation {
 	}
 	e.RestsOn = w.restsOn(e.Verdict, unexplained)
 	e.Advice = w.advice(e.Verdict, unexplained)
+	return e
+}
+
+// explainBlockLimit gives the verdict on intel-extension-for-pytorch's
+// refusal of a single block over 4 GiB: a limit of the platform, which no
+// free memory lifts.
+func explainBlockLimit(m *Message) Explanation {
+	e := Explanation{Verdict: Limit, Confident: true}
+	e.Reason = fmt.Sprintf("intel-extension-for-pytorch refuses any single block larger than 4 GiB on this platform, and the %s request is one: "+
+		"however much of %s's %s is free, it cannot be served in one piece.", describe(m.Request), words{m: m}.gpu(), describe(m.TotalCapacity))
+	if m.Request != nil {
+		e.RestsOn = append(e.RestsOn, fmt.Sprintf("%-22s %s", "request", source(m.Request)))
+	}
+	e.Advice = []string{
+		"Keep every tensor under 4 GiB: a smaller batch, or the operation split into chunks.",
+		"PyTorch's own XPU backend (torch 2.5 and later, without intel-extension-for-pytorch) has its own allocator; check whether it serves the block.",
+	}
 	return e
 }
 

@@ -119,8 +119,11 @@ func parseBody(b *body, at int, kind anchorKind) (*Message, int) {
 		if !p.lit("outofmemory(") || !parseMPS(p, m) {
 			return nil, 0
 		}
-	case anchorRequest:
-		if p.lit(string(ipexBlockLimit)) {
+	case anchorRequest, anchorBlockLimit:
+		if kind == anchorBlockLimit {
+			if !p.lit(string(ipexBlockLimit)) {
+				return nil, 0
+			}
 			m.BlockLimit, m.Device = true, "XPU"
 		} else {
 			m.StartsAt = "the request"

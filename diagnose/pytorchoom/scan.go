@@ -46,8 +46,7 @@ const (
 	// "MPS backend" and before its figures.
 	anchorMPS
 	// anchorRequest is "Tried to allocate": a paste that starts at the
-	// request, or intel-extension-for-pytorch's refusal of a block over
-	// 4 GiB, which says it after a sentence of its own.
+	// request.
 	anchorRequest
 	// anchorParen is "(GPU": a paste of the 1.x and IPEX wordings'
 	// parenthesis alone.
@@ -58,6 +57,9 @@ const (
 	// anchorMPSFigures is "MPS allocated:": a paste that starts at the MPS
 	// allocator's figures.
 	anchorMPSFigures
+	// anchorBlockLimit is intel-extension-for-pytorch's refusal of a block
+	// over 4 GiB, which it says before "Tried to allocate".
+	anchorBlockLimit
 )
 
 // outOfMemory is what every message says, normalised; the character after
@@ -80,11 +82,11 @@ var anchors = []struct {
 	{anchorParen, []byte("(gpu")},
 	{anchorCapacity, []byte("hasatotalcapac")}, // "capacity", and 2.1's "capacty"
 	{anchorMPSFigures, []byte("mpsallocated:")},
+	{anchorBlockLimit, ipexBlockLimit[:len("currentplatformcannotallocatememoryblock")]},
 }
 
-// maxAnchorLen is the longest anchor, with the character after
-// "outofmemory" that tells its kind.
-const maxAnchorLen = len("triedtoallocate")
+// maxAnchorLen is the longest anchor.
+const maxAnchorLen = len("currentplatformcannotallocatememoryblock")
 
 // devices are the device APIs whose caching allocators print the message
 // in PyTorch's words, as they appear (lower case) before "out of memory".
@@ -175,6 +177,41 @@ func quoteEnd(text string, i int) int {
 		}
 		return i
 	}
+}
+
+// literalJoin says whether line prev ends a string literal that line next,
+// from byte from, continues, as in source code that splits a message over
+// literals the language joins ("... other " / "allocations: ..."), with
+// a "+" or "\" between them or none. It returns the normalised tail of
+// prev to drop (the closing quote and the operator) and where next's text
+// starts, after its opening quote.
+func literalJoin(prev, next string, from int) (string, int, bool) {
+	p := strings.TrimRight(prev, " \t\r")
+	op := ""
+	if n := len(p); n > 0 && (p[n-1] == '+' || p[n-1] == '\\') {
+		op = p[n-1:]
+		p = strings.TrimRight(p[:n-1], " \t")
+	}
+	if p == "" || (p[len(p)-1] != '"' && p[len(p)-1] != '\'') {
+		return "", 0, false
+	}
+	q := p[len(p)-1]
+	// The opening quote begins next's text; a log prefix shared with prev
+	// may already have taken it.
+	i := from
+	if i > 0 && i <= len(next) && next[i-1] == q {
+		i--
+	}
+	for i < len(next) && (next[i] == ' ' || next[i] == '\t') {
+		i++
+	}
+	if i < len(next) && strings.IndexByte("fFrRbBuU", next[i]) >= 0 && i+1 < len(next) && next[i+1] == q {
+		i++ // f"...", r"..."
+	}
+	if i >= len(next) || next[i] != q {
+		return "", 0, false
+	}
+	return string(q) + op, i + 1, true
 }
 
 // Scanner finds PyTorch out-of-memory messages in text, like bufio.Scanner:
@@ -557,10 +594,8 @@ func (s *Scanner) parseAt(li, at int, kind anchorKind) (*Message, int, int) {
 			}
 			device = "MPS"
 		}
-	case anchorRequest:
-		if bytes.HasSuffix(l.norm[:at], ipexBlockLimit) {
-			startNorm = at - len(ipexBlockLimit)
-		}
+	case anchorBlockLimit:
+		device = "XPU"
 	case anchorCapacity:
 		// "GPU N has a total capacity": the device's number and "GPU"
 		// before the anchor, perhaps wrapped onto the line before.
@@ -649,7 +684,14 @@ func (s *Scanner) parseAt(li, at int, kind anchorKind) (*Message, int, int) {
 		b.pos = append(b.pos, bpos{0, off[i]})
 	}
 	for j := startLine + 1; j < len(s.win) && j <= li+maxBodyLines && len(b.norm) < maxBodyBytes; j++ {
-		b.add(s.win[j], contFrom(s.win[j].text))
+		from := contFrom(s.win[j].text)
+		if tail, at, ok := literalJoin(s.win[j-1].text, s.win[j].text, from); ok && bytes.HasSuffix(b.norm, []byte(tail)) {
+			// A message in source code, split into string literals that
+			// the language joins: drop the quotes between them.
+			b.norm, b.pos = b.norm[:len(b.norm)-len(tail)], b.pos[:len(b.pos)-len(tail)]
+			from = at
+		}
+		b.add(s.win[j], from)
 	}
 	if len(b.segs) >= 2 && len(b.segs[0].l.text) >= 60 && len(b.segs[0].l.text) == len(b.segs[1].l.text) {
 		b.hardWidth = len(b.segs[0].l.text)
