@@ -459,11 +459,12 @@ func (s *Scanner) firstAnchor(l *srcLine, t []byte, limit int) (int, anchorKind,
 func endsInAnchor(n []byte) bool {
 	for _, a := range anchors {
 		text := a.text
-		for j := min(len(text), len(n)); j > 0; j-- {
-			if j == len(text) && a.kind != anchorOOM {
-				continue // whole, within the line
-			}
-			if bytes.HasSuffix(n, text[:j]) {
+		from := len(n) - len(text) + 1 // a proper start of the anchor
+		if a.kind == anchorOOM {
+			from-- // or all of it: the next character tells its kind
+		}
+		for k := max(from, 0); k < len(n); k++ {
+			if n[k] == text[0] && bytes.HasPrefix(text, n[k:]) {
 				return true
 			}
 		}
