@@ -298,8 +298,12 @@ func (s *Scanner) notePartial(l *srcLine, at int, kind anchorKind) {
 	t := l.norm[at:]
 	switch kind {
 	case anchorRequest:
-		if _, _, _, ok := parseSize(t[len("triedtoallocate"):]); !ok {
-			return
+		// A size after it, where the line holds the whole anchor (it may
+		// go on on the next line).
+		if rest := t[min(len(t), len("triedtoallocate")):]; len(rest) > 0 {
+			if _, _, _, ok := parseSize(rest); !ok {
+				return
+			}
 		}
 	case anchorParen:
 		// "(GPU 0;", not TensorFlow's "Allocator (GPU_0_bfc)".
