@@ -5,7 +5,6 @@ import (
 	"errors"
 	"maps"
 	"slices"
-	"sync"
 
 	"github.com/bfcsim/bfcsim/allocators"
 	"github.com/bfcsim/bfcsim/sim"
@@ -32,8 +31,10 @@ type FitResult struct {
 	// trace's size); "" when it set the device's capacity.
 	LimitOption string
 	// Probes counts the replays the search made, the one without a limit
-	// and those cancelled as moot included, and Trials lists them in the
-	// order they ended.
+	// and those a round's success made moot included, and Trials lists
+	// them: round by round, each round's by capacity, the moot ones marked
+	// Cancelled whether or not they had begun (so the list does not depend
+	// on which probe ended first).
 	Probes int
 	Trials []Probe
 	// PeakLiveBytes and PeakReservedBytes are the replay's without a limit:
@@ -178,7 +179,6 @@ type bisection struct {
 	res       *FitResult
 	// next is a capacity a succeeding probe proposed, or 0.
 	next uint64
-	mu   sync.Mutex // guards res.Trials, added to by concurrent probes
 }
 
 // grow probes capacities from twice from on until one succeeds, or the
@@ -317,7 +317,7 @@ func (s *bisection) round(ctx context.Context, points []uint64) error {
 			if ctxs[i].Err() != nil {
 				return nil // moot before it began
 			}
-			p, err := s.run(ctxs[i], c)
+			p, err := s.t.probe(ctxs[i], s.spec, c)
 			if err != nil {
 				if errors.Is(err, context.Canceled) && ctx.Err() == nil {
 					return nil // made moot
@@ -333,15 +333,34 @@ func (s *bisection) round(ctx context.Context, points []uint64) error {
 			return nil
 		}
 	}
-	if err := runAll(ctx, s.t.opt.workers(), fns); err != nil {
-		return err
-	}
+	err := runAll(ctx, s.t.opt.workers(), fns)
+	// The trials, whatever order the probes ended in: those below the
+	// smallest success (every one ran to its end), that success, and the
+	// rest marked moot, whether or not they began or ended, so that the
+	// record does not depend on timing.
+	won := -1
 	for i, p := range probes {
 		if p != nil && p.OK {
-			s.hi, s.best, s.tentative = points[i], *p, false
-			s.propose(*p)
+			won = i
 			break
 		}
+	}
+	for i, p := range probes {
+		switch {
+		case won >= 0 && i > won:
+			s.record(Probe{Allocator: s.spec.Name, Options: s.spec.Options, CapacityBytes: points[i], Cancelled: true, FailedEvent: -1})
+		case p != nil:
+			s.record(*p)
+		case err != nil && ctx.Err() != nil:
+			s.record(Probe{Allocator: s.spec.Name, Options: s.spec.Options, CapacityBytes: points[i], Cancelled: true, FailedEvent: -1})
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if won >= 0 {
+		s.hi, s.best, s.tentative = points[won], *probes[won], false
+		s.propose(*probes[won])
 	}
 	for i, p := range probes {
 		if p != nil && !p.OK && points[i] < s.hi {
@@ -373,10 +392,8 @@ func (s *bisection) run(ctx context.Context, c uint64) (Probe, error) {
 }
 
 func (s *bisection) record(p Probe) {
-	s.mu.Lock()
 	s.res.Trials = append(s.res.Trials, p)
 	s.res.Probes++
-	s.mu.Unlock()
 	if s.t.opt.Progress != nil {
 		s.t.opt.Progress(p)
 	}

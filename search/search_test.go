@@ -185,6 +185,29 @@ func TestFitDeterministic(t *testing.T) {
 	}
 }
 
+// With the same number of replays at once, the trials a fit lists are the
+// same run after run, whichever probe of a round ends first: the report
+// that lists them is deterministic.
+func TestFitTrialsDeterministic(t *testing.T) {
+	spec := []sim.AllocatorSpec{{Name: "pytorch"}, {Name: "bfc"}}
+	var first [][]Probe
+	for run := range 4 {
+		tr := load(t, "transformer-train.jsonl", spec, Options{Workers: 4})
+		res, err := tr.Fit(context.Background())
+		require.NoError(t, err)
+		var trials [][]Probe
+		for _, r := range res {
+			trials = append(trials, r.Trials)
+			assert.Equal(t, len(r.Trials), r.Probes)
+		}
+		if run == 0 {
+			first = trials
+			continue
+		}
+		assert.Equal(t, first, trials, "run %d", run)
+	}
+}
+
 // A trace that does not fit the device is tried on larger ones.
 func TestFitBeyondTheDevice(t *testing.T) {
 	tr := load(t, "transformer-train.jsonl", []sim.AllocatorSpec{{Name: "naive"}},
