@@ -337,3 +337,27 @@ func isRecordingMachinery(name string) bool {
 func encodeFrameIDs(dst []byte, id uint32) []byte {
 	return binary.LittleEndian.AppendUint32(dst, id)
 }
+
+// WriteTo writes the table to w, frames then stacks, with the ids they
+// have here, so that the allocations written after it keep their Stack.
+func (t *StackTable) WriteTo(w *Writer) error {
+	if t == nil {
+		return nil
+	}
+	for i, f := range t.frames {
+		if err := w.WriteFrame(uint32(i+1), f); err != nil {
+			return err
+		}
+	}
+	ids := make([]uint32, 0, 64)
+	for s := 1; s <= t.NumStacks(); s++ {
+		ids = ids[:0]
+		for _, r := range t.refs[t.starts[s-1]:t.starts[s]] {
+			ids = append(ids, r+1)
+		}
+		if err := w.WriteStack(uint32(s), ids); err != nil {
+			return err
+		}
+	}
+	return nil
+}

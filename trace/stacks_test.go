@@ -181,3 +181,33 @@ func TestCallSiteRule(t *testing.T) {
 		})
 	}
 }
+
+// A table written out and read back names the same frames for every stack.
+func TestStackTableWriteTo(t *testing.T) {
+	src := `{"bfcsim_trace":1}
+{"op":"frame","id":1,"name":"forward","file":"/src/model.py","line":42}
+{"op":"frame","id":2,"name":"step","file":"/src/train.py","line":7}
+{"op":"stack","id":1,"frames":[1,2]}
+{"op":"stack","id":2,"frames":[2]}
+{"op":"alloc","id":1,"size":4096,"stack":2}
+`
+	r, err := NewReader(strings.NewReader(src), "t")
+	require.NoError(t, err)
+	for r.Next() {
+	}
+	require.NoError(t, r.Err())
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	require.NoError(t, w.WriteHeader(Header{Version: 1}))
+	require.NoError(t, r.Stacks().WriteTo(w))
+	require.NoError(t, w.Write(Event{Op: OpAlloc, ID: 1, Size: 4096, Stack: 2}))
+	require.NoError(t, w.Flush())
+	back, err := NewReader(&buf, "back")
+	require.NoError(t, err)
+	for back.Next() {
+	}
+	require.NoError(t, back.Err())
+	for id := uint32(1); id <= 2; id++ {
+		assert.Equal(t, r.Stacks().Frames(id), back.Stacks().Frames(id))
+	}
+}
