@@ -88,6 +88,14 @@ func (t *Trace) Fit(ctx context.Context) ([]FitResult, error) {
 	return out, nil
 }
 
+// Fits replays the trace once against spec on capacity bytes (the memory
+// limit, for an allocator that takes one) and says whether every
+// allocation is served.
+func (t *Trace) Fits(ctx context.Context, spec sim.AllocatorSpec, capacity uint64) (bool, error) {
+	p, err := t.probe(ctx, spec, capacity)
+	return p.OK, err
+}
+
 // FitOne finds the smallest device for spec, an allocator with options,
 // on this trace: Fit for one configuration, whose replay without a limit
 // is made first.
