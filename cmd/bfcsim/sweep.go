@@ -55,7 +55,7 @@ grid point by grid point, the last --grid varying fastest.
 --shard i/n runs only every n-th job, starting at the i-th (1 ≤ i ≤ n), so
 that n machines (a CI matrix, a Kubernetes Indexed Job, a Slurm array) share
 a sweep; 'bfcsim merge' joins their report.json files into the report the
-whole sweep would have written. docs/scale.md shows how.
+whole sweep would have written. docs/sweeps.md shows how.
 
 The output is a table per trace, one row per grid point and allocator, with
 the best row (by --metric, among rows without failed allocations) marked.

@@ -1,0 +1,243 @@
+package scale
+
+import (
+	"fmt"
+	"math/big"
+	"slices"
+)
+
+// Kind is the form of an allocation's size as a function of the step's
+// value.
+type Kind int8
+
+// The kinds, lowest degree first.
+const (
+	Unexplained Kind = -1
+	Constant    Kind = 0
+	Affine      Kind = 1
+	Quadratic   Kind = 2
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Constant:
+		return "constant"
+	case Affine:
+		return "affine"
+	case Quadratic:
+		return "quadratic"
+	}
+	return "unexplained"
+}
+
+// sizeFn is one allocation's size as a polynomial in the value, through
+// recorded points, in exact rational arithmetic.
+type sizeFn struct {
+	kind Kind
+	xs   []int64
+	ys   []uint64
+}
+
+// at is the size at value x: the polynomial's value, rounded up to a whole
+// byte; ok is false where it is below 1.
+func (f sizeFn) at(x int64) (uint64, bool) {
+	if f.kind == Unexplained {
+		return 0, false
+	}
+	sum := new(big.Rat)
+	for i, xi := range f.xs {
+		t := new(big.Rat).SetInt(new(big.Int).SetUint64(f.ys[i]))
+		for j, xj := range f.xs {
+			if j != i {
+				t.Mul(t, big.NewRat(x-xj, xi-xj))
+			}
+		}
+		sum.Add(sum, t)
+	}
+	if sum.Sign() <= 0 {
+		return 0, false
+	}
+	q, r := new(big.Int).QuoRem(sum.Num(), sum.Denom(), new(big.Int))
+	if r.Sign() != 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	if !q.IsUint64() {
+		return 0, false
+	}
+	return q.Uint64(), true
+}
+
+// point is a recorded size at a value.
+type point struct {
+	x int64
+	y uint64
+}
+
+// fitSize finds the polynomial of the lowest degree (0, 1, 2) through the
+// most points; a value recorded with several sizes counts as its most
+// frequent one. It is accepted when it passes through every point, or,
+// with four points or more, through all but one (a library that chose
+// another workspace at one size) and still one more than it is drawn
+// through. Two values give an affine size, three a quadratic one.
+func fitSize(pts []point) sizeFn {
+	byX := map[int64]map[uint64]int{}
+	for _, p := range pts {
+		if byX[p.x] == nil {
+			byX[p.x] = map[uint64]int{}
+		}
+		byX[p.x][p.y]++
+	}
+	var ps []point
+	for x, ys := range byX {
+		best, n := uint64(0), -1
+		for y, c := range ys {
+			if c > n || (c == n && y < best) {
+				best, n = y, c
+			}
+		}
+		ps = append(ps, point{x, best})
+	}
+	slices.SortFunc(ps, func(a, b point) int { return int(a.x - b.x) })
+	for deg := 0; deg <= 2 && deg < len(ps); deg++ {
+		// Every point, or all but one of four or more; and one point at
+		// least beyond those the polynomial is drawn through, unless there
+		// are no more.
+		need := len(ps)
+		if len(ps) >= 4 {
+			need = max(len(ps)-1, deg+2)
+		}
+		best, bestHits := sizeFn{kind: Unexplained}, -1
+		for _, base := range combinations(len(ps), deg+1) {
+			f := sizeFn{kind: Kind(deg)}
+			for _, k := range base {
+				f.xs = append(f.xs, ps[k].x)
+				f.ys = append(f.ys, ps[k].y)
+			}
+			hits := 0
+			for _, p := range ps {
+				if y, ok := f.at(p.x); ok && y == p.y {
+					hits++
+				}
+			}
+			if hits > bestHits {
+				best, bestHits = f, hits
+			}
+		}
+		if bestHits >= need {
+			return best
+		}
+	}
+	return sizeFn{kind: Unexplained}
+}
+
+// combinations lists the k-subsets of 0..n-1, in order.
+func combinations(n, k int) [][]int {
+	var out [][]int
+	cur := make([]int, 0, k)
+	var rec func(from int)
+	rec = func(from int) {
+		if len(cur) == k {
+			out = append(out, slices.Clone(cur))
+			return
+		}
+		for i := from; i < n; i++ {
+			cur = append(cur, i)
+			rec(i + 1)
+			cur = cur[:len(cur)-1]
+		}
+	}
+	rec(0)
+	return out
+}
+
+// Model is the step's model: its allocations matched across the steps,
+// each with its size as a function of the value.
+type Model struct {
+	Steps []Step
+	// Values are the steps' values; a step left out of the model (`_`)
+	// has none (Known false).
+	Values []int64
+	Known  []bool
+	// Ref is the step every other is matched to: the last one with a
+	// value, after the first (which often differs: it creates the
+	// optimizer's state).
+	Ref int
+	// match[s][r] is the allocation of step s (an index into its Allocs)
+	// that matches the reference step's r-th, or -1.
+	match [][]int
+	sizes []sizeFn
+	// Count is how many of the reference step's allocations are of each
+	// kind.
+	Count map[Kind]int
+}
+
+// NewModel matches the steps' allocations and fits their sizes. values has
+// one entry per step; known says which are in the model.
+func NewModel(rec *Recording, steps []Step, values []int64, known []bool) (*Model, error) {
+	if len(values) != len(steps) || len(known) != len(steps) {
+		return nil, fmt.Errorf("%d values for %d steps", len(values), len(steps))
+	}
+	m := &Model{Steps: steps, Values: values, Known: known, Ref: -1, Count: map[Kind]int{}}
+	n := 0
+	for s := range steps {
+		if known[s] {
+			n++
+			if s > 0 || m.Ref < 0 {
+				m.Ref = s
+			}
+		}
+	}
+	if n < 2 {
+		return nil, fmt.Errorf("the model needs the values of at least 2 steps; %d given", n)
+	}
+	ref := steps[m.Ref].Allocs
+	m.match = make([][]int, len(steps))
+	for s := range steps {
+		ratio := 0.0
+		if known[s] && values[m.Ref] != 0 {
+			ratio = float64(values[s]) / float64(values[m.Ref])
+		}
+		if s == m.Ref {
+			m.match[s] = make([]int, len(ref))
+			for i := range ref {
+				m.match[s][i] = i
+			}
+			continue
+		}
+		m.match[s] = align(rec.Events, ref, steps[s].Allocs, ratio)
+	}
+	m.sizes = make([]sizeFn, len(ref))
+	for r := range ref {
+		var pts []point
+		for s := range steps {
+			if !known[s] {
+				continue
+			}
+			if j := m.match[s][r]; j >= 0 {
+				pts = append(pts, point{values[s], rec.Events[steps[s].Allocs[j]].Size})
+			}
+		}
+		m.sizes[r] = fitSize(pts)
+		m.Count[m.sizes[r].kind]++
+	}
+	return m, nil
+}
+
+// Predict is the size of the reference step's r-th allocation at value x;
+// ok is false for one the model does not explain.
+func (m *Model) Predict(r int, x int64) (uint64, bool) { return m.sizes[r].at(x) }
+
+// refOf returns, for step s's allocations, the reference allocation each
+// matches, or -1.
+func (m *Model) refOf(s int) []int {
+	out := make([]int, len(m.Steps[s].Allocs))
+	for i := range out {
+		out[i] = -1
+	}
+	for r, j := range m.match[s] {
+		if j >= 0 {
+			out[j] = r
+		}
+	}
+	return out
+}
