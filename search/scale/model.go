@@ -1,6 +1,7 @@
 package scale
 
 import (
+	"cmp"
 	"fmt"
 	"math/big"
 	"slices"
@@ -67,6 +68,21 @@ func (f sizeFn) at(x int64) (uint64, bool) {
 	return q.Uint64(), true
 }
 
+// approx is the polynomial at x in floating point.
+func (f sizeFn) approx(x int64) float64 {
+	sum := 0.0
+	for i, xi := range f.xs {
+		t := float64(f.ys[i])
+		for j, xj := range f.xs {
+			if j != i {
+				t *= float64(x-xj) / float64(xi-xj)
+			}
+		}
+		sum += t
+	}
+	return sum
+}
+
 // point is a recorded size at a value.
 type point struct {
 	x int64
@@ -74,31 +90,27 @@ type point struct {
 }
 
 // fitSize finds the polynomial of the lowest degree (0, 1, 2) through the
-// most points; a value recorded with several sizes counts as its most
-// frequent one. It is accepted when it passes through every point, or,
+// most points, one per step (a value recorded twice is two points). It is accepted when it passes through every point, or,
 // with four points or more, through all but one (a library that chose
 // another workspace at one size) and still one more than it is drawn
 // through. Two values give an affine size, three a quadratic one.
 func fitSize(pts []point) sizeFn {
-	byX := map[int64]map[uint64]int{}
-	for _, p := range pts {
-		if byX[p.x] == nil {
-			byX[p.x] = map[uint64]int{}
+	// Every step's size is a point; a polynomial is drawn through points
+	// of distinct values.
+	ps := slices.Clone(pts)
+	slices.SortFunc(ps, func(a, b point) int {
+		if a.x != b.x {
+			return int(a.x - b.x)
 		}
-		byX[p.x][p.y]++
-	}
-	var ps []point
-	for x, ys := range byX {
-		best, n := uint64(0), -1
-		for y, c := range ys {
-			if c > n || (c == n && y < best) {
-				best, n = y, c
-			}
+		return cmp.Compare(a.y, b.y)
+	})
+	var xs []point // one point per value, for the bases
+	for i, p := range ps {
+		if i == 0 || p.x != ps[i-1].x {
+			xs = append(xs, p)
 		}
-		ps = append(ps, point{x, best})
 	}
-	slices.SortFunc(ps, func(a, b point) int { return int(a.x - b.x) })
-	for deg := 0; deg <= 2 && deg < len(ps); deg++ {
+	for deg := 0; deg <= 2 && deg < len(xs); deg++ {
 		// Every point, or all but one of four or more; and one point at
 		// least beyond those the polynomial is drawn through, unless there
 		// are no more.
@@ -107,14 +119,19 @@ func fitSize(pts []point) sizeFn {
 			need = max(len(ps)-1, deg+2)
 		}
 		best, bestHits := sizeFn{kind: Unexplained}, -1
-		for _, base := range combinations(len(ps), deg+1) {
+		for _, base := range bases(ps, deg+1) {
 			f := sizeFn{kind: Kind(deg)}
-			for _, k := range base {
-				f.xs = append(f.xs, ps[k].x)
-				f.ys = append(f.ys, ps[k].y)
+			for _, p := range base {
+				f.xs = append(f.xs, p.x)
+				f.ys = append(f.ys, p.y)
 			}
 			hits := 0
 			for _, p := range ps {
+				// A float estimate rules most misses out before the exact
+				// arithmetic confirms a hit.
+				if d := f.approx(p.x) - float64(p.y); d > 1+1e-9*float64(p.y) || d < -1-1e-9*float64(p.y) {
+					continue
+				}
 				if y, ok := f.at(p.x); ok && y == p.y {
 					hits++
 				}
@@ -122,12 +139,35 @@ func fitSize(pts []point) sizeFn {
 			if hits > bestHits {
 				best, bestHits = f, hits
 			}
+			if hits == len(ps) {
+				break
+			}
 		}
 		if bestHits >= need {
 			return best
 		}
 	}
 	return sizeFn{kind: Unexplained}
+}
+
+// bases lists the sets of k points of distinct values among ps.
+func bases(ps []point, k int) [][]point {
+	var out [][]point
+	for _, c := range combinations(len(ps), k) {
+		set := make([]point, k)
+		ok := true
+		for i, j := range c {
+			set[i] = ps[j]
+			if i > 0 && set[i].x == set[i-1].x {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, set)
+		}
+	}
+	return out
 }
 
 // combinations lists the k-subsets of 0..n-1, in order.

@@ -79,13 +79,17 @@ func abs(x int) int {
 
 // timed is an event of the program at its place: the step it falls in (or
 // -1 before the steps, len(steps) after them) and its position there, 0
-// to 1; order breaks ties, as recorded.
+// to 1; order (the event's index in events) breaks ties, as added.
 type timed struct {
 	at    float64
-	order int
-	ev    trace.Event
-	step  int // the program step an allocation belongs to, or -1
-	ref   int
+	order int32
+}
+
+// placed is an event of the program, with the program step an allocation
+// belongs to (or -1) and the reference allocation it was sized as.
+type placed struct {
+	ev        trace.Event
+	step, ref int32
 }
 
 // Write builds the program with the steps at targets: one value per step
@@ -118,13 +122,14 @@ func (m *Model) Write(rec *Recording, targets []int64) (*Program, error) {
 	// among live allocations only), -1 for none.
 	freeOf, allocOf := pairs(rec.Events)
 
-	var out []timed
-	order := 0
+	guess := len(rec.Events) * max(len(targets), len(steps)) / len(steps)
+	out := make([]timed, 0, guess)
+	events := make([]placed, 0, guess)
 	add := func(at float64, ev trace.Event, step, ref int) {
 		ev.Flags &^= trace.HasT | trace.HasAddr
 		ev.T, ev.Addr = 0, 0
-		out = append(out, timed{at: at, order: order, ev: ev, step: step, ref: ref})
-		order++
+		out = append(out, timed{at: at, order: int32(len(events))})
+		events = append(events, placed{ev: ev, step: int32(step), ref: int32(ref)})
 	}
 	// The place, in the program, of the recorded event i, for an event of
 	// the prologue or the epilogue.
@@ -166,9 +171,19 @@ func (m *Model) Write(rec *Recording, targets []int64) (*Program, error) {
 		}
 		add(outside(i), e, -1, -1)
 	}
-	// The steps.
+	// The steps; each value's sizes computed once.
+	sized := map[int64][]uint64{} // 0: not explained
 	for k, x := range targets {
 		t := m.template(k, x)
+		if sized[x] == nil {
+			sz := make([]uint64, len(m.sizes))
+			for r := range sz {
+				if y, ok := m.Predict(r, x); ok {
+					sz[r] = y
+				}
+			}
+			sized[x] = sz
+		}
 		if t < 0 {
 			return nil, fmt.Errorf("no step with a value to follow")
 		}
@@ -177,11 +192,11 @@ func (m *Model) Write(rec *Recording, targets []int64) (*Program, error) {
 		for j, ai := range st.Allocs {
 			e := rec.Events[ai]
 			r := refs[j]
-			size, ok := uint64(0), false
+			size := uint64(0)
 			if r >= 0 {
-				size, ok = m.Predict(r, x)
+				size = sized[x][r]
 			}
-			if !ok {
+			if size == 0 {
 				size = e.Size
 				p.Unexplained++
 				r = -1
@@ -209,7 +224,7 @@ func (m *Model) Write(rec *Recording, targets []int64) (*Program, error) {
 		}
 		add(float64(k)+1-1e-9, trace.Event{Op: trace.OpStep, Name: fmt.Sprintf("scale:%d", x)}, -1, -1)
 	}
-	slices.SortStableFunc(out, func(a, b timed) int {
+	slices.SortFunc(out, func(a, b timed) int {
 		if c := cmp.Compare(a.at, b.at); c != 0 {
 			return c
 		}
@@ -219,16 +234,18 @@ func (m *Model) Write(rec *Recording, targets []int64) (*Program, error) {
 	for k, x := range targets {
 		p.Steps[k] = ProgramStep{Value: x, Template: m.template(k, x), Start: -1}
 	}
+	p.Events = make([]trace.Event, 0, len(out))
 	for i, o := range out {
-		p.Events = append(p.Events, o.ev)
-		if o.step >= 0 {
-			ps := &p.Steps[o.step]
+		e := &events[o.order]
+		p.Events = append(p.Events, e.ev)
+		if e.step >= 0 {
+			ps := &p.Steps[e.step]
 			if ps.Start < 0 {
 				ps.Start = i
 			}
 			ps.End = i + 1
 			ps.Allocs = append(ps.Allocs, i)
-			ps.Ref = append(ps.Ref, o.ref)
+			ps.Ref = append(ps.Ref, int(e.ref))
 		}
 	}
 	return p, nil

@@ -34,10 +34,11 @@ var h100 = []struct {
 	{"train-default", []int64{512, 1024, 256, 768, 1024, 384, 896, 640}, []int{1, 4}, 0.99, 0.99},
 	{"train-expandable", []int64{512, 1024, 256, 768, 1024, 384, 896, 640}, []int{1, 4}, 0.99, 0.99},
 	{"train-cppstacks", []int64{512, 1024, 256, 768, 1024, 384, 896, 640}, []int{1, 4}, 0.99, 0.99},
-	// A convolution's cuDNN workspace is chosen per batch size and is no
-	// smooth function of it: 131 bytes more at some sizes than others.
-	{"resnet-default", []int64{64, 32, 96, 48, 64, 80}, []int{2}, 0.93, 0.95},
-	{"resnet-expandable", []int64{64, 32, 96, 48, 64, 80}, []int{2}, 0.93, 0.95},
+	// Some allocations' sizes are chosen per batch size and are no smooth
+	// function of it (131 bytes more at some sizes than others): 93.3%
+	// at the exact size, short of the 95% asked for.
+	{"resnet-default", []int64{64, 32, 96, 48, 64, 80}, []int{2}, 0.93, 0.955},
+	{"resnet-expandable", []int64{64, 32, 96, 48, 64, 80}, []int{2}, 0.93, 0.955},
 }
 
 func heldOut(values []int64, held []int) []bool {
