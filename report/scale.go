@@ -45,7 +45,10 @@ type ScaleModel struct {
 	Constant      int `json:"constant"`
 	Affine        int `json:"affine"`
 	Quadratic     int `json:"quadratic"`
-	Unexplained   int `json:"unexplained"`
+	// Local sizes follow no polynomial through every recorded size: each
+	// is taken, at a value, from the two recorded values nearest it.
+	Local       int `json:"local"`
+	Unexplained int `json:"unexplained"`
 	// ReferenceStep is the step the others are matched to (from 0).
 	ReferenceStep int `json:"reference_step"`
 }
@@ -92,7 +95,7 @@ func NewScale(res *scale.Result, fitIn uint64, out string) Scale {
 	}
 	m := res.Model
 	s.Model = ScaleModel{AllocsPerStep: len(m.Steps[m.Ref].Allocs), Constant: m.Count[scale.Constant], Affine: m.Count[scale.Affine],
-		Quadratic: m.Count[scale.Quadratic], Unexplained: m.Count[scale.Unexplained], ReferenceStep: m.Ref}
+		Quadratic: m.Count[scale.Quadratic], Local: m.Count[scale.Local], Unexplained: m.Count[scale.Unexplained], ReferenceStep: m.Ref}
 	for _, h := range res.Held {
 		s.HeldOut = append(s.HeldOut, ScaleHeld{Step: h.Step, Value: h.Value, Allocs: h.Allocs, SameSize: h.Same, SameBlock: h.SameBlock})
 	}
@@ -157,8 +160,9 @@ func writeScaleText(w io.Writer, s Scale, md bool) error {
 		ew.Printf("\n")
 	}
 	m := s.Model
-	ew.Printf("model: %s allocations per step (step %d's): %s constant, %s affine, %s quadratic in the value, %s unexplained\n",
-		Count(int64(m.AllocsPerStep)), m.ReferenceStep, Count(int64(m.Constant)), Count(int64(m.Affine)), Count(int64(m.Quadratic)), Count(int64(m.Unexplained)))
+	ew.Printf("model: %s allocations per step (step %d's): %s constant, %s affine, %s quadratic in the value, %s local (from the nearest values), %s unexplained\n",
+		Count(int64(m.AllocsPerStep)), m.ReferenceStep, Count(int64(m.Constant)), Count(int64(m.Affine)), Count(int64(m.Quadratic)),
+		Count(int64(m.Local)), Count(int64(m.Unexplained)))
 	for _, h := range s.HeldOut {
 		ew.Printf("step %d, left out, at %d: the program has %s of its %s allocations at the recorded size (%s), %s in the same 512-byte block (%s)\n",
 			h.Step, h.Value, Count(int64(h.SameSize)), Count(int64(h.Allocs)), Percent(ratio(h.SameSize, h.Allocs)),

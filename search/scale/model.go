@@ -14,7 +14,10 @@ type Kind int8
 // The kinds, lowest degree first.
 const (
 	Unexplained Kind = -1
-	Constant    Kind = 0
+	// Local is a size no polynomial through every recorded point gives:
+	// at a value, the line through the two recorded values nearest it.
+	Local    Kind = 3
+	Constant Kind = 0
 	Affine      Kind = 1
 	Quadratic   Kind = 2
 )
@@ -27,6 +30,8 @@ func (k Kind) String() string {
 		return "affine"
 	case Quadratic:
 		return "quadratic"
+	case Local:
+		return "local"
 	}
 	return "unexplained"
 }
@@ -44,6 +49,9 @@ type sizeFn struct {
 func (f sizeFn) at(x int64) (uint64, bool) {
 	if f.kind == Unexplained {
 		return 0, false
+	}
+	if f.kind == Local {
+		return f.near(x).at(x)
 	}
 	sum := new(big.Rat)
 	for i, xi := range f.xs {
@@ -68,6 +76,20 @@ func (f sizeFn) at(x int64) (uint64, bool) {
 	return q.Uint64(), true
 }
 
+// near is the line through the two recorded values nearest x (of a Local
+// size, whose xs are distinct and sorted).
+func (f sizeFn) near(x int64) sizeFn {
+	i, _ := slices.BinarySearch(f.xs, x)
+	lo := min(max(i-1, 0), len(f.xs)-2)
+	if i < len(f.xs) && f.xs[i] == x {
+		return sizeFn{kind: Constant, xs: f.xs[i : i+1], ys: f.ys[i : i+1]}
+	}
+	if i > 0 && i < len(f.xs) {
+		lo = i - 1 // between two: interpolate
+	}
+	return sizeFn{kind: Affine, xs: f.xs[lo : lo+2], ys: f.ys[lo : lo+2]}
+}
+
 // approx is the polynomial at x in floating point.
 func (f sizeFn) approx(x int64) float64 {
 	sum := 0.0
@@ -89,11 +111,12 @@ type point struct {
 	y uint64
 }
 
-// fitSize finds the polynomial of the lowest degree (0, 1, 2) through the
-// most points, one per step (a value recorded twice is two points). It is accepted when it passes through every point, or,
-// with four points or more, through all but one (a library that chose
-// another workspace at one size) and still one more than it is drawn
-// through. Two values give an affine size, three a quadratic one.
+// fitSize finds the polynomial of the lowest degree (0, 1, 2) through every
+// point, one per step (a value recorded twice is two points): two values
+// give an affine size, three a quadratic one. A size no such polynomial
+// gives (a library chose another workspace at some size) is Local: at a
+// value, the line through the two recorded values nearest it, which tell
+// more of the sizes near them than a curve through the others does.
 func fitSize(pts []point) sizeFn {
 	// Every step's size is a point; a polynomial is drawn through points
 	// of distinct values.
@@ -111,13 +134,7 @@ func fitSize(pts []point) sizeFn {
 		}
 	}
 	for deg := 0; deg <= 2 && deg < len(xs); deg++ {
-		// Every point, or all but one of four or more; and one point at
-		// least beyond those the polynomial is drawn through, unless there
-		// are no more.
 		need := len(ps)
-		if len(ps) >= 4 {
-			need = max(len(ps)-1, deg+2)
-		}
 		best, bestHits := sizeFn{kind: Unexplained}, -1
 		for _, base := range bases(ps, deg+1) {
 			f := sizeFn{kind: Kind(deg)}
@@ -146,6 +163,15 @@ func fitSize(pts []point) sizeFn {
 		if bestHits >= need {
 			return best
 		}
+	}
+	if len(xs) >= 2 {
+		// One size per value: the smallest recorded at it.
+		f := sizeFn{kind: Local}
+		for _, p := range xs {
+			f.xs = append(f.xs, p.x)
+			f.ys = append(f.ys, p.y)
+		}
+		return f
 	}
 	return sizeFn{kind: Unexplained}
 }

@@ -35,10 +35,10 @@ var h100 = []struct {
 	{"train-expandable", []int64{512, 1024, 256, 768, 1024, 384, 896, 640}, []int{1, 4}, 0.99, 0.99},
 	{"train-cppstacks", []int64{512, 1024, 256, 768, 1024, 384, 896, 640}, []int{1, 4}, 0.99, 0.99},
 	// Some allocations' sizes are chosen per batch size and are no smooth
-	// function of it (131 bytes more at some sizes than others): 93.3%
+	// function of it (131 bytes more at some sizes than others): 94.7%
 	// at the exact size, short of the 95% asked for.
-	{"resnet-default", []int64{64, 32, 96, 48, 64, 80}, []int{2}, 0.93, 0.955},
-	{"resnet-expandable", []int64{64, 32, 96, 48, 64, 80}, []int{2}, 0.93, 0.955},
+	{"resnet-default", []int64{64, 32, 96, 48, 64, 80}, []int{2}, 0.945, 0.97},
+	{"resnet-expandable", []int64{64, 32, 96, 48, 64, 80}, []int{2}, 0.945, 0.97},
 }
 
 func heldOut(values []int64, held []int) []bool {
@@ -162,10 +162,19 @@ func TestFitSize(t *testing.T) {
 	assert.Equal(t, Quadratic, f.kind)
 	y, _ = f.at(2048)
 	assert.Equal(t, uint64(2048*2048*2), y)
+	// Sizes no polynomial gives come from the two nearest values.
 	f = fitSize([]point{{32, 1000}, {48, 1500}, {64, 2131}, {80, 2500}})
-	assert.Equal(t, Affine, f.kind, "one odd point of four")
-	f = fitSize([]point{{32, 1000}, {48, 7}, {64, 2131}, {80, 2}})
-	assert.Equal(t, Unexplained, f.kind)
+	assert.Equal(t, Local, f.kind)
+	y, _ = f.at(96)
+	assert.Equal(t, uint64(2869), y, "beyond: the line through 64 and 80")
+	y, _ = f.at(56)
+	assert.Equal(t, uint64(1816), y, "between: the line through 48 and 64, rounded up")
+	y, _ = f.at(64)
+	assert.Equal(t, uint64(2131), y, "at a recorded value: its size")
+	f = fitSize([]point{{32, 1000}, {32, 1000}})
+	assert.Equal(t, Constant, f.kind)
+	f = fitSize([]point{{32, 1000}, {32, 1200}})
+	assert.Equal(t, Unexplained, f.kind, "one value, two sizes")
 	f = fitSize([]point{{32, 1000}, {48, 1501}})
 	y, _ = f.at(40)
 	assert.Equal(t, uint64(1251), y, "rounded up to a whole byte")
