@@ -16,10 +16,10 @@ const (
 	Unexplained Kind = -1
 	// Local is a size no polynomial through every recorded point gives:
 	// at a value, the line through the two recorded values nearest it.
-	Local    Kind = 3
-	Constant Kind = 0
-	Affine      Kind = 1
-	Quadratic   Kind = 2
+	Local     Kind = 3
+	Constant  Kind = 0
+	Affine    Kind = 1
+	Quadratic Kind = 2
 )
 
 func (k Kind) String() string {
