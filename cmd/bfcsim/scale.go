@@ -2,15 +2,13 @@ package main
 
 import (
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
-	"github.com/bfcsim/bfcsim/internal/outfile"
+	"github.com/bfcsim/bfcsim/internal/progress"
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/search"
 	scaling "github.com/bfcsim/bfcsim/search/scale"
-	"github.com/bfcsim/bfcsim/trace"
 )
 
 func newScaleCmd(e *env) *cobra.Command {
@@ -20,10 +18,9 @@ func newScaleCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "scale TRACE --steps V1,V2,... [--to V|V1,V2,... -o OUT | --fit-in SIZE]",
 		Short: "The recording at another batch or sequence length, or the largest that fits",
-		Long: `scale models a recording of a step run at several sizes (a batch, a sequence length: one value
-per step, in recording order, _ for a step to leave out of the model) and writes the program at
-other values (--to, -o), or finds the largest value whose program fits a device (--fit-in or
---gpu). With neither it prints the steps it found and the model. docs/scale.md has the details.`,
+		Long: `scale models a recording of a step run at several sizes (a batch, a sequence length: one value per
+step, in order, _ to leave one out of the model) and writes the program at other values (--to, -o), or
+finds the largest value whose program fits (--fit-in, --gpu); with neither it prints the steps and the model.`,
 		Example: "  bfcsim scale train.pickle --steps 512,_,256,768 --to 512,1024,256,768 -o t.jsonl\n  bfcsim scale train.pickle --steps 512,1024,256,768 --gpu \"A100 40GB\"",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -37,21 +34,19 @@ other values (--to, -o), or finds the largest value whose program fits a device 
 			if err != nil {
 				return err
 			}
-			if len(sets) > 0 {
-				per, _, err := parseSets(sets, []string{alloc})
-				if err != nil {
-					return err
-				}
-				req.Spec.Options = per[alloc]
+			per, _, err := parseSets(sets, []string{alloc})
+			if err != nil {
+				return err
+			}
+			req.Spec.Options = per[alloc]
+			if e.progress {
+				bar := progress.Spinner(e.stderr, "scale "+args[0])
+				defer func() { _ = bar.Finish() }()
+				req.Checked = func(v int64, ok bool) { bar.Describe(fmt.Sprintf("value %d fits: %v", v, ok)); _ = bar.Add(1) }
 			}
 			res, err := scaling.Run(cmd.Context(), rec, req)
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
-			}
-			if res.Program != nil {
-				if err := outfile.Write(out, func(w io.Writer) error { return res.Program.WriteTo(trace.NewWriter(w)) }); err != nil {
-					return err
-				}
 			}
 			return report.RenderScale(e.stdout, report.NewScale(res, req.FitIn, out), format)
 		},

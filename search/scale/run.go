@@ -3,10 +3,12 @@ package scale
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
 	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/internal/outfile"
 	"github.com/bfcsim/bfcsim/search"
 	"github.com/bfcsim/bfcsim/sim"
 	"github.com/bfcsim/bfcsim/trace"
@@ -43,6 +45,7 @@ func ParseRequest(steps, to, out, fitIn, gpu, reserve string) (Request, error) {
 	if (to != "") != (out != "") {
 		return req, fmt.Errorf("--to and -o go together: the values to write the program at, and the file to write it to")
 	}
+	req.Out = out
 	if req.Values, req.Known, err = ParseValues(steps, true); err != nil {
 		return req, fmt.Errorf("--steps: %w", err)
 	}
@@ -79,8 +82,9 @@ type Request struct {
 	// StepStart names the call site a step begins at ("": found).
 	StepStart string
 	// To are the values to write the program at: one per step, or one for
-	// all.
-	To []int64
+	// all; Out is the trace file to write it to, whole or not at all.
+	To  []int64
+	Out string
 	// FitIn is the capacity to find the largest value for (0: none), with
 	// Spec's allocator (empty: the recording's, else pytorch) and settings;
 	// Advise searches again with advise's best settings for the program at
@@ -154,6 +158,11 @@ func Run(ctx context.Context, rec *Recording, req Request) (*Result, error) {
 		}
 		if res.Program, err = m.Write(rec, to); err != nil {
 			return nil, err
+		}
+		if req.Out != "" {
+			if err := outfile.Write(req.Out, func(w io.Writer) error { return res.Program.WriteTo(trace.NewWriter(w)) }); err != nil {
+				return nil, err
+			}
 		}
 		if len(to) == len(steps) {
 			for s := range steps {
