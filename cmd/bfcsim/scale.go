@@ -39,12 +39,14 @@ finds the largest value whose program fits (--fit-in, --gpu); with neither it pr
 				return err
 			}
 			req.Spec.Options = per[alloc]
+			finish := func() {}
 			if e.progress {
 				bar := progress.Spinner(e.stderr, "scale "+args[0])
-				defer func() { _ = bar.Finish() }()
+				finish = func() { _ = bar.Finish() }
 				req.Checked = func(v int64, ok bool) { bar.Describe(fmt.Sprintf("value %d fits: %v", v, ok)); _ = bar.Add(1) }
 			}
 			res, err := scaling.Run(cmd.Context(), rec, req)
+			finish() // the spinner is cleared before the answer
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
