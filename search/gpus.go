@@ -32,8 +32,8 @@ type GPU struct {
 // printed bytes (deviceQuery, rocminfo, the H100 of traces/h100) or MiB
 // (torch.cuda.get_device_properties), and to the MiB of a PyTorch
 // out-of-memory message's "total capacity" (printed to 0.01 GiB) where
-// that is all there is. Drivers differ: the same GPU reports up to half a
-// GiB more or less from one driver release to another, which
+// that is all there is. Drivers differ: the same GPU reports a few hundred
+// MiB more or less from one driver release to another, which
 // --context-reserve can absorb. docs/fit.md names every source.
 var GPUs = []GPU{
 	{Name: "T4", Aliases: []string{"Tesla T4", "t4-16gb"}, TotalBytes: 14_909 << 20},
