@@ -1,8 +1,11 @@
 package scale
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/bfcsim/bfcsim/trace"
@@ -21,27 +24,29 @@ type Step struct {
 // another's are a step's, and the one that comes first begins it. start,
 // when not empty, names that call site instead (an allocation's tag, or a
 // frame of its stack, as "forward (model.py:42)" or a part of it). The last
-// step ends where the allocations stop: at the last event that frees or
-// allocates within the steps' pattern, so what follows (an evaluation,
-// the end of the run) is the epilogue, kept as recorded.
+// step is as long as the longest other and a quarter more at most: what
+// follows (an evaluation, the end of the run) is the epilogue, kept as
+// recorded.
 func FindSteps(rec *Recording, n int, start string) ([]Step, error) {
 	if n < 2 {
 		return nil, fmt.Errorf("a model of the step needs at least 2 steps, not %d", n)
 	}
-	count := map[site]int{}
-	var allocs []int
+	// Where each call site allocates, and how many allocations come before
+	// each event.
+	all := map[site][]int{}
+	before := make([]int, len(rec.Events)+1)
 	for i := range rec.Events {
-		e := &rec.Events[i]
-		if e.Op == trace.OpAlloc {
-			count[siteOf(e)]++
-			allocs = append(allocs, i)
+		before[i+1] = before[i]
+		if e := &rec.Events[i]; e.Op == trace.OpAlloc {
+			s := siteOf(e)
+			all[s] = append(all[s], i)
+			before[i+1]++
 		}
 	}
 	occ := map[site][]int{}
-	for _, i := range allocs {
-		s := siteOf(&rec.Events[i])
-		if count[s] == n {
-			occ[s] = append(occ[s], i)
+	for s, at := range all {
+		if len(at) == n {
+			occ[s] = at
 		}
 	}
 	if start != "" {
@@ -51,24 +56,14 @@ func FindSteps(rec *Recording, n int, start string) ([]Step, error) {
 				match = append(match, s)
 			}
 		}
-		switch len(match) {
-		case 0:
+		if len(match) == 0 {
 			return nil, fmt.Errorf("no call site named %q allocates exactly once in each of the %d steps", start, n)
-		case 1:
-			return rec.stepsAt(occ[match[0]]), nil
 		}
 		slices.SortFunc(match, func(a, b site) int { return occ[a][0] - occ[b][0] })
 		return rec.stepsAt(occ[match[0]]), nil
 	}
 	// A step's sites cut the recording into steps that hold most of its
 	// allocations, none of them far fewer than the others.
-	before := make([]int, len(rec.Events)+1)
-	for i := range rec.Events {
-		before[i+1] = before[i]
-		if rec.Events[i].Op == trace.OpAlloc {
-			before[i+1]++
-		}
-	}
 	sites := make([]site, 0, len(occ))
 	for s, at := range occ {
 		if plausible(at, before) {
@@ -76,7 +71,13 @@ func FindSteps(rec *Recording, n int, start string) ([]Step, error) {
 		}
 	}
 	if len(sites) == 0 {
-		return nil, fmt.Errorf("no call site allocates exactly %d times, once in each of %d steps that hold most of the recording's allocations: the recording does not hold %d steps of one pattern (check --steps, or name the step's first call site with --step-start)", n, n, n)
+		msg := fmt.Sprintf("no call site allocates exactly %d times, once in each of %d steps that hold most of the recording's allocations: the recording does not hold %d steps of one pattern", n, n, n)
+		if counts := stepCounts(all, before); len(counts) > 0 {
+			msg += fmt.Sprintf(" (it holds steps for --steps with %s values)", counts)
+		} else {
+			msg += " (check --steps, or name the step's first call site with --step-start)"
+		}
+		return nil, errors.New(msg)
 	}
 	slices.SortFunc(sites, func(a, b site) int { return occ[a][0] - occ[b][0] })
 	// The earliest sites are enough to tell the step's: comparing every
@@ -115,6 +116,29 @@ func FindSteps(rec *Recording, n int, start string) ([]Step, error) {
 		}
 	}
 	return rec.stepsAt(occ[first]), nil
+}
+
+// stepCounts lists the numbers of steps, up to 64, that some call site
+// cuts the recording into plausibly: "4, 8 or 12".
+func stepCounts(all map[site][]int, before []int) string {
+	seen := map[int]bool{}
+	for _, at := range all {
+		if len(at) >= 2 && len(at) <= 64 && !seen[len(at)] && plausible(at, before) {
+			seen[len(at)] = true
+		}
+	}
+	counts := slices.Sorted(maps.Keys(seen))
+	words := make([]string, len(counts))
+	for i, c := range counts {
+		words[i] = strconv.Itoa(c)
+	}
+	switch len(words) {
+	case 0:
+		return ""
+	case 1:
+		return words[0]
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
 
 // plausible says whether steps beginning at the events starts hold at
