@@ -405,18 +405,24 @@ func parseMPS(p *parser, m *Message) bool {
 		return false
 	}
 	m.DriverAllocated = f
-	if !p.lit(",") {
-		cut(m, "the currently allocated figure")
-		return true
-	}
-	if f, ok := mpsFigure(p, m, "maxallowed:", "max allowed"); ok {
-		m.Allowed = f
-	} else {
+	if m.Allowed, ok = nextMPSFigure(p, m, "maxallowed:", "max allowed"); !ok {
 		cut(m, "the currently allocated figure")
 		return true
 	}
 	parseMPSRequest(p, m, "the max allowed figure")
 	return true
+}
+
+// nextMPSFigure reads ", lead SIZE"; on a mismatch it moves nothing.
+func nextMPSFigure(p *parser, m *Message, lead, name string) (*Figure, bool) {
+	c := p.i
+	if p.lit(",") {
+		if f, ok := mpsFigure(p, m, lead, name); ok {
+			return f, true
+		}
+	}
+	p.i = c
+	return nil, false
 }
 
 // parseMPSFigures reads "MPS allocated: SIZE, other allocations: SIZE[,
@@ -429,28 +435,20 @@ func parseMPSFigures(p *parser, m *Message) bool {
 		return false
 	}
 	m.Reserved = f
-	if !p.lit(",") {
+	if m.OtherAllocations, ok = nextMPSFigure(p, m, "otherallocations:", "other allocations"); !ok {
 		cut(m, "the MPS allocated figure")
 		return true
 	}
-	f, ok = mpsFigure(p, m, "otherallocations:", "other allocations")
-	if !ok {
-		cut(m, "the MPS allocated figure")
-		return true
-	}
-	m.OtherAllocations = f
 	last := "the other allocations figure"
-	c := p.i
-	if p.lit(",") {
-		if f, ok := mpsFigure(p, m, "maxallowed:", "max allowed"); ok {
-			m.Allowed, last = f, "the max allowed figure"
-		} else {
-			p.i = c
+	switch {
+	case hasPrefix(p.t[p.i:], ")."):
+		m.NoLimit = true // PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0
+	case hasPrefix(p.t[p.i:], ","):
+		if m.Allowed, ok = nextMPSFigure(p, m, "maxallowed:", "max allowed"); !ok {
 			cut(m, last)
 			return true
 		}
-	} else if hasPrefix(p.t[p.i:], ").") {
-		m.NoLimit = true // PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0
+		last = "the max allowed figure"
 	}
 	parseMPSRequest(p, m, last)
 	return true

@@ -2,8 +2,8 @@ package scale
 
 import "github.com/bfcsim/bfcsim/trace"
 
-// align matches the allocations of two steps, a and b (indexes into
-// events), in order: only allocations of one call site match, and among
+// align matches the allocations of two steps, a and b (as and bs give
+// their events: as[a[i]]), in order: only allocations of one call site match, and among
 // the matchings that keep both orders the one that pairs the most alike
 // sizes wins: equal sizes first, then sizes in the ratio of the steps'
 // values (or its square), then any. ratio is b's value over a's, or 0 when
@@ -13,12 +13,12 @@ import "github.com/bfcsim/bfcsim/trace"
 // wide as the steps differ in length and 64 more: steps of one loop differ
 // by a few allocations, not by many, and the band keeps the work linear
 // in the step's length.
-func align(events []trace.Event, a, b []int, ratio float64) []int {
+func align(as, bs []trace.Event, a, b []int, ratio float64) []int {
 	n, m := len(a), len(b)
 	band := 64 + max(n-m, m-n)
 	width := 2*band + 1
 	if (n+1)*width > maxAlignCells {
-		return alignByOccurrence(events, a, b)
+		return alignByOccurrence(as, bs, a, b)
 	}
 	// score[i][w] is the best score of a[:i] against b[:j], j = lo(i)+w.
 	lo := func(i int) int {
@@ -64,7 +64,7 @@ func align(events []trace.Event, a, b []int, ratio float64) []int {
 			}
 			if i > 0 && j > 0 {
 				if p := at(i-1, j-1); p >= 0 && score[p] != none {
-					if s := alike(&events[a[i-1]], &events[b[j-1]], ratio); s > 0 && score[p]+s > best {
+					if s := alike(&as[a[i-1]], &bs[b[j-1]], ratio); s > 0 && score[p]+s > best {
 						best, mv = score[p]+s, 3
 					}
 				}
@@ -122,16 +122,16 @@ const maxAlignCells = 1 << 26
 
 // alignByOccurrence matches the k-th allocation of a call site in a with
 // the k-th of the same site in b.
-func alignByOccurrence(events []trace.Event, a, b []int) []int {
+func alignByOccurrence(as, bs []trace.Event, a, b []int) []int {
 	seen := map[site][]int{}
 	for j, i := range b {
-		s := siteOf(&events[i])
+		s := siteOf(&bs[i])
 		seen[s] = append(seen[s], j)
 	}
 	used := map[site]int{}
 	match := make([]int, len(a))
 	for k, i := range a {
-		s := siteOf(&events[i])
+		s := siteOf(&as[i])
 		match[k] = -1
 		if u := used[s]; u < len(seen[s]) {
 			match[k] = seen[s][u]

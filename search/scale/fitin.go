@@ -91,12 +91,15 @@ func (m *Model) FitIn(ctx context.Context, rec *Recording, opt FitInOptions) (La
 	if limit <= 0 {
 		limit = 64 * hi
 	}
-	fits := func(x int64) (bool, error) {
+	load := func(x int64) (*search.Trace, error) {
 		p, err := m.At(rec, x)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
-		tr, err := p.Load(ctx, []sim.AllocatorSpec{opt.Spec}, opt.Search)
+		return p.Load(ctx, []sim.AllocatorSpec{opt.Spec}, opt.Search)
+	}
+	fits := func(x int64) (bool, error) {
+		tr, err := load(x)
 		if err != nil {
 			return false, err
 		}
@@ -160,11 +163,7 @@ func (m *Model) FitIn(ctx context.Context, rec *Recording, opt FitInOptions) (La
 		return res, nil
 	}
 	res.Value, res.Fits = good, true
-	p, err := m.At(rec, good)
-	if err != nil {
-		return res, err
-	}
-	tr, err := p.Load(ctx, []sim.AllocatorSpec{opt.Spec}, opt.Search)
+	tr, err := load(good)
 	if err != nil {
 		return res, err
 	}

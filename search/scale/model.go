@@ -235,6 +235,9 @@ type Model struct {
 	// Count is how many of the reference step's allocations are of each
 	// kind.
 	Count map[Kind]int
+	// place is where the recording's events are, computed by the first
+	// Write and kept for the others (FitIn writes a program per value).
+	place *places
 }
 
 // NewModel matches the steps' allocations and fits their sizes. values has
@@ -270,7 +273,7 @@ func NewModel(rec *Recording, steps []Step, values []int64, known []bool) (*Mode
 			}
 			continue
 		}
-		m.match[s] = align(rec.Events, ref, steps[s].Allocs, ratio)
+		m.match[s] = align(rec.Events, rec.Events, ref, steps[s].Allocs, ratio)
 	}
 	m.sizes = make([]sizeFn, len(ref))
 	for r := range ref {

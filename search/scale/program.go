@@ -92,7 +92,8 @@ type placed struct {
 	step, ref int32
 }
 
-// Write builds the program with the steps at targets: one value per step
+// Write builds the program, from rec (the recording m was built from),
+// with the steps at targets: one value per step
 // of the program, which may be more or fewer than the recording's. Each
 // allocation of a step keeps its lifetime as recorded, in steps and the
 // place within the step it is freed at.
@@ -101,26 +102,10 @@ func (m *Model) Write(rec *Recording, targets []int64) (*Program, error) {
 		return nil, fmt.Errorf("no values to write the steps at")
 	}
 	steps := m.Steps
-	first, last := steps[0].Start, steps[len(steps)-1].End
-	// Where each recorded event is: its step and place in it.
-	stepOf := make([]int, len(rec.Events))
-	placeOf := make([]float64, len(rec.Events))
-	for i := range rec.Events {
-		switch {
-		case i < first:
-			stepOf[i], placeOf[i] = -1, float64(i)/float64(max(first, 1))
-		case i >= last:
-			stepOf[i], placeOf[i] = len(steps), float64(i-last)/float64(max(len(rec.Events)-last, 1))
-		}
+	if m.place == nil {
+		m.place = placesOf(rec, steps)
 	}
-	for s, st := range steps {
-		for i := st.Start; i < st.End; i++ {
-			stepOf[i], placeOf[i] = s, float64(i-st.Start)/float64(st.End-st.Start)
-		}
-	}
-	// Each allocation's free and each free's allocation (an ID is unique
-	// among live allocations only), -1 for none.
-	freeOf, allocOf := pairs(rec.Events)
+	stepOf, placeOf, freeOf, allocOf := m.place.step, m.place.at, m.place.freeOf, m.place.allocOf
 
 	guess := len(rec.Events) * max(len(targets), len(steps)) / len(steps)
 	out := make([]timed, 0, guess)
@@ -251,6 +236,37 @@ func (m *Model) Write(rec *Recording, targets []int64) (*Program, error) {
 	return p, nil
 }
 
+// places says where each recorded event is, for writing programs: its step
+// (-1 in the prologue, len(steps) in the epilogue) and its place there, 0
+// to 1; and each allocation's free and each free's allocation, -1 for none.
+type places struct {
+	step            []int
+	at              []float64
+	freeOf, allocOf []int
+}
+
+func placesOf(rec *Recording, steps []Step) *places {
+	n := len(rec.Events)
+	pl := &places{step: make([]int, n), at: make([]float64, n)}
+	first, last := steps[0].Start, steps[len(steps)-1].End
+	for i := range rec.Events {
+		switch {
+		case i < first:
+			pl.step[i], pl.at[i] = -1, float64(i)/float64(max(first, 1))
+		case i >= last:
+			pl.step[i], pl.at[i] = len(steps), float64(i-last)/float64(max(n-last, 1))
+		}
+	}
+	for s, st := range steps {
+		for i := st.Start; i < st.End; i++ {
+			pl.step[i], pl.at[i] = s, float64(i-st.Start)/float64(st.End-st.Start)
+		}
+	}
+	// An ID is unique among live allocations only.
+	pl.freeOf, pl.allocOf = pairs(rec.Events)
+	return pl
+}
+
 // pairs matches allocations and frees: freeOf[i] is the free of the
 // allocation at i, allocOf[f] the allocation the free at f frees, -1 where
 // there is none.
@@ -317,20 +333,12 @@ type Held struct {
 // Compare compares the program's step k with the recording's step s.
 func (p *Program) Compare(rec *Recording, m *Model, k, s int) Held {
 	h := Held{Step: k, Recorded: s, Value: p.Steps[k].Value, Allocs: len(m.Steps[s].Allocs)}
-	events := append(slices.Clone(rec.Events[:0:0]), rec.Events...)
-	base := len(events)
-	ps := p.Steps[k]
-	idx := make([]int, len(ps.Allocs))
-	for i, a := range ps.Allocs {
-		events = append(events, p.Events[a])
-		idx[i] = base + i
-	}
-	match := align(events, m.Steps[s].Allocs, idx, 1)
+	match := align(rec.Events, p.Events, m.Steps[s].Allocs, p.Steps[k].Allocs, 1)
 	for i, j := range match {
 		if j < 0 {
 			continue
 		}
-		got, want := events[idx[j]].Size, rec.Events[m.Steps[s].Allocs[i]].Size
+		got, want := p.Events[p.Steps[k].Allocs[j]].Size, rec.Events[m.Steps[s].Allocs[i]].Size
 		if got == want {
 			h.Same++
 		}
