@@ -93,10 +93,10 @@ type placed struct {
 }
 
 // Write builds the program, from rec (the recording m was built from),
-// with the steps at targets: one value per step
-// of the program, which may be more or fewer than the recording's. Each
-// allocation of a step keeps its lifetime as recorded, in steps and the
-// place within the step it is freed at.
+// with the steps at targets: one value per step of the program, which may
+// be more or fewer than the recording's. Each allocation of a step keeps
+// its lifetime as recorded, in steps and the place within the step it is
+// freed at.
 func (m *Model) Write(rec *Recording, targets []int64) (*Program, error) {
 	if len(targets) == 0 {
 		return nil, fmt.Errorf("no values to write the steps at")
