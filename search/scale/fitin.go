@@ -111,52 +111,40 @@ func (m *Model) FitIn(ctx context.Context, rec *Recording, opt FitInOptions) (La
 		}
 		return ok, err
 	}
-	// good fits, bad does not: the answer is in [good, bad).
+	// good fits, bad does not (0: not known): the answer is in [good, bad).
 	good, bad := int64(0), int64(0)
-	ok, err := fits(hi)
-	if err != nil {
+	try := func(x int64) error {
+		ok, err := fits(x)
+		switch {
+		case err != nil:
+		case ok:
+			good = x
+		default:
+			bad = x
+		}
+		return err
+	}
+	if err := try(hi); err != nil {
 		return res, err
 	}
-	if ok {
-		good = hi
-		for bad == 0 {
-			next := min(good*2, limit)
-			if next == good {
-				res.AtMax = true
-				break
-			}
-			if ok, err = fits(next); err != nil {
-				return res, err
-			}
-			if ok {
-				good = next
-			} else {
-				bad = next
-			}
+	for good > 0 && bad == 0 { // double until one does not fit
+		next := min(good*2, limit)
+		if next == good {
+			res.AtMax = true
+			break
 		}
-	} else {
-		bad = hi
-		for good == 0 && bad > 1 {
-			next := bad / 2
-			if ok, err = fits(next); err != nil {
-				return res, err
-			}
-			if ok {
-				good = next
-			} else {
-				bad = next
-			}
-		}
-	}
-	for bad > 0 && good > 0 && bad-good > 1 {
-		mid := good + (bad-good)/2
-		if ok, err = fits(mid); err != nil {
+		if err := try(next); err != nil {
 			return res, err
 		}
-		if ok {
-			good = mid
-		} else {
-			bad = mid
+	}
+	for good == 0 && bad > 1 { // halve until one fits
+		if err := try(bad / 2); err != nil {
+			return res, err
+		}
+	}
+	for good > 0 && bad-good > 1 { // bisect
+		if err := try(good + (bad-good)/2); err != nil {
+			return res, err
 		}
 	}
 	if good == 0 {
