@@ -121,6 +121,9 @@ type Reader struct {
 	nextSlot uint32
 	stacks   StackTable
 	sites    *siteCounter // with TrackCallSites
+	// inMem: the events are mem's, not an input's (NewEventReader).
+	inMem bool
+	mem   []Event
 }
 
 // NewReader returns a Reader of the trace in rd. name is used in error
@@ -155,12 +158,51 @@ func NewReader(rd io.Reader, name string, opts ...ReaderOption) (*Reader, error)
 	return r, nil
 }
 
+// NewEventReader returns a Reader of events built in memory, under the
+// header h, whose stacks are in stacks (nil: none). It checks each event
+// and fills in what a Reader of a file fills in (a free's size, slots,
+// the summary); an event's Line is its place in events, from 1. The
+// Reader shares stacks and copies each event as it reads it.
+func NewEventReader(h Header, stacks *StackTable, events []Event, name string) *Reader {
+	r := &Reader{name: name, header: h, mem: events, inMem: true, closeFn: func() {}}
+	if stacks != nil {
+		r.stacks = *stacks
+	}
+	return r
+}
+
+// nextMem is Next for a Reader of events in memory.
+func (r *Reader) nextMem() bool {
+	for r.err == nil {
+		if len(r.mem) == 0 {
+			r.forgetLive()
+			return false
+		}
+		ev := r.mem[0]
+		r.mem = r.mem[1:]
+		r.lineNo++
+		ev.Line = r.lineNo
+		if msg := r.apply(&ev); msg != "" {
+			if msg != msgDefinition && r.invalid(msg, ev.Line) {
+				return false
+			}
+			continue
+		}
+		r.ev = ev
+		return true
+	}
+	return false
+}
+
 // Header returns the trace's header; its Version is 0 if the trace has none.
 func (r *Reader) Header() Header { return r.header }
 
 // Next advances to the next valid event. It returns false at the end of the
 // trace or at the first error; Err tells which.
 func (r *Reader) Next() bool {
+	if r.inMem {
+		return r.nextMem()
+	}
 	for r.err == nil {
 		if r.pipe != nil {
 			ev := r.nextDecoded()

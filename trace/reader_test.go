@@ -453,3 +453,45 @@ func TestRecordedFailureIsNotLive(t *testing.T) {
 	assert.Zero(t, s.LiveBytes)
 	assert.Zero(t, s.LiveAllocs)
 }
+
+// A Reader of events in memory checks them and fills them in as a Reader
+// of the same trace written to a file does.
+func TestEventReaderMatchesAFile(t *testing.T) {
+	h := Header{Version: 1, Name: "mem"}
+	events := []Event{
+		{Op: OpAlloc, ID: 1, Size: 512, Tag: "a"},
+		{Op: OpAlloc, ID: 2, Size: 1024, Tag: "b"},
+		{Op: OpFree, ID: 1},
+		{Op: OpAlloc, ID: 3, Size: 256},
+		{Op: OpFree, ID: 2},
+		{Op: OpFree, ID: 3},
+	}
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	require.NoError(t, w.WriteHeader(h))
+	for _, e := range events {
+		require.NoError(t, w.Write(e))
+	}
+	require.NoError(t, w.Flush())
+	file, err := NewReader(&buf, "mem.jsonl")
+	require.NoError(t, err)
+	mem := NewEventReader(h, nil, events, "mem")
+	for i := range events {
+		require.True(t, file.Next())
+		require.True(t, mem.Next(), "event %d", i+1)
+		want, got := file.Event(), mem.Event()
+		want.Line, got.Line = 0, 0
+		assert.Equal(t, want, got, "event %d", i+1)
+		assert.Equal(t, int64(i+1), mem.Event().Line)
+	}
+	assert.False(t, file.Next())
+	assert.False(t, mem.Next())
+	require.NoError(t, mem.Err())
+	assert.Equal(t, file.Summary(), mem.Summary())
+	assert.Zero(t, events[4].Size, "the caller's free is left as it was; the Reader's copy has its size")
+
+	bad := NewEventReader(h, nil, []Event{{Op: OpAlloc, ID: 1, Size: 8}, {Op: OpFree, ID: 2}}, "mem")
+	require.True(t, bad.Next())
+	assert.False(t, bad.Next())
+	assert.ErrorContains(t, bad.Err(), "mem:2: free of id 2 that is not live")
+}
