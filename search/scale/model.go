@@ -3,6 +3,7 @@ package scale
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"math/big"
 	"slices"
 )
@@ -42,16 +43,43 @@ type sizeFn struct {
 	kind Kind
 	xs   []int64
 	ys   []uint64
+	// trend, of a Local size, is the polynomial the recorded sizes keep
+	// to within a padding (a few bytes some steps add and others do not):
+	// at a value, the size is the nearest recorded value's moved along
+	// it. Without one, the line through the two nearest values.
+	trend *sizeFn
 }
 
-// at is the size at value x: the polynomial's value, rounded up to a whole
-// byte; ok is false where it is below 1.
+// at is the size at value x, rounded up to a whole byte; ok is false where
+// it is below 1.
 func (f sizeFn) at(x int64) (uint64, bool) {
 	if f.kind == Unexplained {
 		return 0, false
 	}
+	v := f.value(x)
+	if v.Sign() <= 0 {
+		return 0, false
+	}
+	q, r := new(big.Int).QuoRem(v.Num(), v.Denom(), new(big.Int))
+	if r.Sign() != 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	if !q.IsUint64() {
+		return 0, false
+	}
+	return q.Uint64(), true
+}
+
+// value is the size at x, exactly.
+func (f sizeFn) value(x int64) *big.Rat {
 	if f.kind == Local {
-		return f.near(x).at(x)
+		if f.trend == nil {
+			return f.near(x).value(x)
+		}
+		i := f.nearest(x)
+		v := new(big.Rat).SetInt(new(big.Int).SetUint64(f.ys[i]))
+		v.Add(v, f.trend.value(x))
+		return v.Sub(v, f.trend.value(f.xs[i]))
 	}
 	sum := new(big.Rat)
 	for i, xi := range f.xs {
@@ -63,17 +91,19 @@ func (f sizeFn) at(x int64) (uint64, bool) {
 		}
 		sum.Add(sum, t)
 	}
-	if sum.Sign() <= 0 {
-		return 0, false
+	return sum
+}
+
+// nearest is the index of the recorded value nearest x (the lower of two
+// as near).
+func (f sizeFn) nearest(x int64) int {
+	best := 0
+	for i, xi := range f.xs {
+		if d, b := abs(x-xi), abs(x-f.xs[best]); d < b {
+			best = i
+		}
 	}
-	q, r := new(big.Int).QuoRem(sum.Num(), sum.Denom(), new(big.Int))
-	if r.Sign() != 0 {
-		q.Add(q, big.NewInt(1))
-	}
-	if !q.IsUint64() {
-		return 0, false
-	}
-	return q.Uint64(), true
+	return best
 }
 
 // near is the line through the two recorded values nearest x (of a Local
@@ -171,9 +201,59 @@ func fitSize(pts []point) sizeFn {
 			f.xs = append(f.xs, p.x)
 			f.ys = append(f.ys, p.y)
 		}
+		f.trend = trendOf(xs)
 		return f
 	}
 	return sizeFn{kind: Unexplained}
+}
+
+// trendOf finds the polynomial of the lowest degree that every point keeps
+// to within a padding (at most 1/1024 of its size) and through as many
+// points as any: the recorded sizes are then the polynomial plus one of
+// a few paddings, and among polynomials through as many points the one
+// with the fewest distinct paddings, then the smallest, is kept. ps has
+// one point per value. Nil where no polynomial of degree 2 or less does:
+// the sizes changed by more than a padding (a library chose another
+// workspace).
+func trendOf(ps []point) *sizeFn {
+	for deg := 0; deg <= 2 && deg+1 < len(ps); deg++ {
+		var best *sizeFn
+		var bestHits, bestPads int
+		var bestDev float64
+		for _, base := range bases(ps, deg+1) {
+			f := sizeFn{kind: Kind(deg)}
+			for _, p := range base {
+				f.xs = append(f.xs, p.x)
+				f.ys = append(f.ys, p.y)
+			}
+			hits, worst, pads, ok := 0, 0.0, map[string]bool{}, true
+			for _, p := range ps {
+				d := math.Abs(f.approx(p.x) - float64(p.y))
+				if d > float64(p.y)/1024 {
+					ok = false
+					break
+				}
+				worst = max(worst, d)
+				pad := new(big.Rat).SetInt(new(big.Int).SetUint64(p.y))
+				pad.Sub(pad, f.value(p.x))
+				if pad.Sign() == 0 {
+					hits++
+				}
+				pads[pad.RatString()] = true
+			}
+			if !ok {
+				continue
+			}
+			if best == nil || hits > bestHits || hits == bestHits &&
+				(len(pads) < bestPads || len(pads) == bestPads && worst < bestDev) {
+				best, bestHits, bestPads, bestDev = &f, hits, len(pads), worst
+			}
+		}
+		if best != nil {
+			return best
+		}
+	}
+	return nil
 }
 
 // bases lists the sets of k points of distinct values among ps.

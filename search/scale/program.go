@@ -70,7 +70,7 @@ func (m *Model) template(pos int, x int64) int {
 	return best
 }
 
-func abs(x int) int {
+func abs[T int | int64](x T) T {
 	if x < 0 {
 		return -x
 	}

@@ -35,10 +35,10 @@ var h100 = []struct {
 	{"train-expandable", []int64{512, 1024, 256, 768, 1024, 384, 896, 640}, []int{1, 4}, 0.99, 0.99},
 	{"train-cppstacks", []int64{512, 1024, 256, 768, 1024, 384, 896, 640}, []int{1, 4}, 0.99, 0.99},
 	// Some allocations' sizes are chosen per batch size and are no smooth
-	// function of it (131 bytes more at some sizes than others): 94.7%
-	// at the exact size, short of the 95% asked for.
-	{"resnet-default", []int64{64, 32, 96, 48, 64, 80}, []int{2}, 0.945, 0.97},
-	{"resnet-expandable", []int64{64, 32, 96, 48, 64, 80}, []int{2}, 0.945, 0.97},
+	// function of it (131 bytes more at some sizes than others, a
+	// workspace at batch 96 alone): 740 of 775 at the exact size.
+	{"resnet-default", []int64{64, 32, 96, 48, 64, 80}, []int{2}, 0.95, 0.97},
+	{"resnet-expandable", []int64{64, 32, 96, 48, 64, 80}, []int{2}, 0.95, 0.97},
 }
 
 func heldOut(values []int64, held []int) []bool {
@@ -171,6 +171,22 @@ func TestFitSize(t *testing.T) {
 	assert.Equal(t, uint64(1816), y, "between: the line through 48 and 64, rounded up")
 	y, _ = f.at(64)
 	assert.Equal(t, uint64(2131), y, "at a recorded value: its size")
+	// Sizes a polynomial gives within a padding some values add (ResNet-50
+	// on the H100): the polynomial through the most of them, from the
+	// nearest recorded size.
+	f = fitSize([]point{{64, 8388608}, {32, 4194304}, {48, 6291728}, {80, 10486032}})
+	assert.Equal(t, Local, f.kind)
+	y, _ = f.at(96)
+	assert.Equal(t, uint64(12583184), y, "96 × 128 KiB + 272, as at 48 and 80")
+	f = fitSize([]point{{64, 16056336}, {32, 8028176}, {48, 12042256}, {80, 20070547}})
+	y, _ = f.at(96)
+	assert.Equal(t, uint64(24084627), y, "the padding of 80, the nearest")
+	// A workspace chosen at one value (a megabyte more) is no padding:
+	// the line through the two nearest values.
+	f = fitSize([]point{{64, 11141136}, {32, 7929872}, {48, 9535504}, {80, 13795535}})
+	assert.Nil(t, f.trend)
+	y, _ = f.at(96)
+	assert.Equal(t, uint64(16449934), y)
 	f = fitSize([]point{{32, 1000}, {32, 1000}})
 	assert.Equal(t, Constant, f.kind)
 	f = fitSize([]point{{32, 1000}, {32, 1200}})
