@@ -23,8 +23,8 @@ type Scale struct {
 	HeldOut   []ScaleHeld  `json:"held_out"`
 	Program   *ScaleOut    `json:"program"`
 	Largest   *ScaleAnswer `json:"largest"`
-	// LargestAdvised is the largest value with advise's best settings for
-	// the program at Largest's value.
+	// LargestAdvised is the largest value with the settings advise
+	// searches, changed one at a time as advise does.
 	LargestAdvised *ScaleAnswer `json:"largest_advised"`
 	// FitInBytes is the capacity --fit-in asked about, or 0.
 	FitInBytes uint64 `json:"fit_in_bytes"`
@@ -79,7 +79,11 @@ type ScaleAnswer struct {
 	MinCapacityBytes *uint64           `json:"min_capacity_bytes"`
 	Settings         map[string]string `json:"settings"`
 	Env              string            `json:"env"`
-	Checks           int               `json:"checks"`
+	// Checks counts the programs tried; Replays, their replays (probes
+	// under the capacity, and the answer's fit). LargestAdvised's counts
+	// include Largest's.
+	Checks  int `json:"checks"`
+	Replays int `json:"replays"`
 }
 
 // NewScale builds the answer; out is where the program was written.
@@ -110,7 +114,7 @@ func NewScale(res *scale.Result, fitIn uint64, out string) Scale {
 		if l == nil {
 			return nil
 		}
-		a := &ScaleAnswer{AtMax: l.AtMax, Settings: l.Settings, Checks: l.Checks}
+		a := &ScaleAnswer{AtMax: l.AtMax, Settings: l.Settings, Checks: l.Checks, Replays: l.Replays}
 		if a.Settings == nil {
 			a.Settings = map[string]string{}
 		}
@@ -185,15 +189,15 @@ func writeScaleText(w io.Writer, s Scale, md bool) error {
 			return
 		}
 		if a.Value == nil {
-			ew.Printf("%s: no value fits %s (%d programs tried)\n", what, Bytes(s.FitInBytes), a.Checks)
+			ew.Printf("%s: no value fits %s (%d programs tried, %d replays)\n", what, Bytes(s.FitInBytes), a.Checks, a.Replays)
 			return
 		}
 		more := ""
 		if a.AtMax {
 			more = " (the largest tried: it may go higher)"
 		}
-		ew.Printf("%s: %d fits %s%s, its program needs %s (%d programs tried)\n  %s\n",
-			what, *a.Value, Bytes(s.FitInBytes), more, Bytes(*a.MinCapacityBytes), a.Checks, a.Env)
+		ew.Printf("%s: %d fits %s%s, its program needs %s (%d programs tried, %d replays)\n  %s\n",
+			what, *a.Value, Bytes(s.FitInBytes), more, Bytes(*a.MinCapacityBytes), a.Checks, a.Replays, a.Env)
 	}
 	answer("largest value, settings as recorded", s.Largest)
 	answer("largest value, advise's best settings", s.LargestAdvised)

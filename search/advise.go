@@ -106,18 +106,9 @@ func (t *Trace) Advise(ctx context.Context, spec sim.AllocatorSpec) (Advice, err
 // settings are the first trace's: the traces of one job share them.
 func (j Job) Advise(ctx context.Context, spec sim.AllocatorSpec) (Advice, error) {
 	t := j[0]
-	if u := t.Setup.Recorded.Options["unmodelled"]; u != "" && t.Setup.Recorded.Allocator == spec.Name {
-		return Advice{}, fmt.Errorf("the recording's allocator ran with settings bfcsim does not model (%s): advice from the model would not hold for it", u)
-	}
-	settings, ok := t.advisedSettings(spec.Name)
-	if !ok {
-		return Advice{}, fmt.Errorf("advise has no settings to try for %s (it advises %s)", spec.Name, strings.Join(slices.Sorted(maps.Keys(AdvisedSettings)), ", "))
-	}
-	var free []Setting // the settings spec leaves to the search
-	for _, s := range settings {
-		if _, set := spec.Options[s.Key]; !set {
-			free = append(free, s)
-		}
+	free, recorded, err := AdviseStart(t.Setup, spec)
+	if err != nil {
+		return Advice{}, err
 	}
 	adv := Advice{Allocator: spec.Name, JAX: spec.Name == "bfc" && t.IsJAX()}
 	cache := map[string]*Candidate{}
@@ -154,10 +145,6 @@ func (j Job) Advise(ctx context.Context, spec sim.AllocatorSpec) (Advice, error)
 		}
 		return c, nil
 	}
-	recorded, err := t.recordedValues(spec, settings)
-	if err != nil {
-		return Advice{}, err
-	}
 	rec, err := eval(recorded, false)
 	if err != nil {
 		return Advice{}, err
@@ -176,27 +163,16 @@ func (j Job) Advise(ctx context.Context, spec sim.AllocatorSpec) (Advice, error)
 	singles := map[string]*Candidate{} // KEY=VALUE changed alone from the recording
 	for round := 0; round < 3; round++ {
 		improved := false
-		current := best
-		for _, s := range free {
-			if s.Needs != "" && current.Settings[s.Needs] == s.NeedsNot {
-				continue // it changes nothing here
+		for _, ch := range Changes(free, best.Settings) {
+			c, err := eval(ch.Settings, false)
+			if err != nil {
+				return Advice{}, err
 			}
-			for _, v := range s.Values {
-				if v == current.Settings[s.Key] {
-					continue
-				}
-				vals := maps.Clone(current.Settings)
-				vals[s.Key] = v
-				c, err := eval(vals, false)
-				if err != nil {
-					return Advice{}, err
-				}
-				if round == 0 {
-					singles[s.Key+"="+v] = c
-				}
-				if better(c, best) {
-					best, improved = c, true
-				}
+			if round == 0 {
+				singles[ch.Key+"="+ch.Settings[ch.Key]] = c
+			}
+			if better(c, best) {
+				best, improved = c, true
 			}
 		}
 		if !improved {
@@ -241,24 +217,71 @@ func better(a, b *Candidate) bool {
 	return a.PeakReservedBytes < b.PeakReservedBytes
 }
 
+// AdviseStart is where Advise starts for spec on a trace whose header gave
+// setup: the settings it may change (those spec leaves free) and the value
+// each advised setting was recorded with.
+func AdviseStart(setup sim.Setup, spec sim.AllocatorSpec) (free []Setting, recorded map[string]string, err error) {
+	if u := setup.Recorded.Options["unmodelled"]; u != "" && setup.Recorded.Allocator == spec.Name {
+		return nil, nil, fmt.Errorf("the recording's allocator ran with settings bfcsim does not model (%s): advice from the model would not hold for it", u)
+	}
+	settings, ok := advisedSettings(setup, spec.Name)
+	if !ok {
+		return nil, nil, fmt.Errorf("advise has no settings to try for %s (it advises %s)", spec.Name, strings.Join(slices.Sorted(maps.Keys(AdvisedSettings)), ", "))
+	}
+	for _, s := range settings {
+		if _, set := spec.Options[s.Key]; !set {
+			free = append(free, s)
+		}
+	}
+	recorded, err = recordedValues(setup, spec, settings)
+	return free, recorded, err
+}
+
+// A Change is the settings with one of them changed.
+type Change struct {
+	// Key is the setting changed.
+	Key      string
+	Settings map[string]string
+}
+
+// Changes lists the settings one change away from current: each free
+// setting at each other value it can take, where it makes a difference.
+func Changes(free []Setting, current map[string]string) []Change {
+	var out []Change
+	for _, s := range free {
+		if s.Needs != "" && current[s.Needs] == s.NeedsNot {
+			continue // it changes nothing here
+		}
+		for _, v := range s.Values {
+			if v == current[s.Key] {
+				continue
+			}
+			vals := maps.Clone(current)
+			vals[s.Key] = v
+			out = append(out, Change{Key: s.Key, Settings: vals})
+		}
+	}
+	return out
+}
+
 // recordedValues returns the value of each setting the trace was recorded
 // with: spec's, else the recording's, else the default, each as the
 // allocator reads it back (its effective options).
-func (t *Trace) recordedValues(spec sim.AllocatorSpec, settings []Setting) (map[string]string, error) {
+func recordedValues(setup sim.Setup, spec sim.AllocatorSpec, settings []Setting) (map[string]string, error) {
 	f, err := allocators.Lookup(spec.Name)
 	if err != nil {
 		return nil, err
 	}
 	opts := allocators.Options{}
-	if t.Setup.Recorded.Allocator == spec.Name {
-		for k, v := range t.Setup.Recorded.Options {
+	if setup.Recorded.Allocator == spec.Name {
+		for k, v := range setup.Recorded.Options {
 			if slices.ContainsFunc(f.Options, func(o allocators.Option) bool { return o.Key == k }) {
 				opts[k] = v
 			}
 		}
 	}
 	maps.Copy(opts, spec.Options)
-	sp := allocators.NewVirtualSpace(t.opt.Space.Capacity, allocators.CostModel{}, allocators.Paged)
+	sp := allocators.NewVirtualSpace(setup.Capacity(0), allocators.CostModel{}, allocators.Paged)
 	_, eff, err := f.New(sp, opts)
 	if err != nil {
 		return nil, err

@@ -96,6 +96,12 @@ func (t *Trace) Fits(ctx context.Context, spec sim.AllocatorSpec, capacity uint6
 	return p.OK, err
 }
 
+// Probe is Fits with what the replay found: whether it fit (OK), and the
+// most the allocator held.
+func (t *Trace) Probe(ctx context.Context, spec sim.AllocatorSpec, capacity uint64) (Probe, error) {
+	return t.probe(ctx, spec, capacity)
+}
+
 // FitOne finds the smallest device for spec, an allocator with options,
 // on this trace: Fit for one configuration, whose replay without a limit
 // is made first.

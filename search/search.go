@@ -65,7 +65,8 @@ type Summarizer interface {
 // Load reads src, a trace whose header gave setup, to its end onto a tape,
 // and replays it as it reads against each of specs on the device opt.Space
 // (its capacity, else the trace's), without a memory limit: the replays a
-// search starts from. The trace is read once; searches replay the tape.
+// search starts from (none without specs: then only probes can be made).
+// The trace is read once; searches replay the tape.
 func Load(ctx context.Context, src sim.Source, setup sim.Setup, specs []sim.AllocatorSpec, opt Options) (*Trace, error) {
 	t := &Trace{Setup: setup, tape: newTape(opt.TempDir), opt: opt, specs: specs}
 	t.opt.Space.Capacity = setup.Capacity(opt.Space.Capacity)
@@ -81,7 +82,10 @@ func Load(ctx context.Context, src sim.Source, setup sim.Setup, specs []sim.Allo
 	cfg.Reread = nil // the tape is not written yet: a planner reads it after
 	var res []sim.Result
 	var err error
-	if hasPlanner(specs) {
+	if len(specs) == 0 {
+		// Only the tape: the caller probes it.
+		err = t.fill(ctx, rec)
+	} else if hasPlanner(specs) {
 		// A planner must see the whole trace before its first
 		// allocation: the tape is filled first, then replayed.
 		if err = t.fill(ctx, rec); err == nil {

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/bfcsim/bfcsim/sim"
 )
 
 // JAXSource is the header source of a trace imported from a JAX capture.
@@ -14,10 +16,10 @@ const JAXSource = "jax-profiler"
 // switch for garbage collection, which stays off.
 var xlaSettings = []Setting{{"allow_growth", []string{"false", "true"}, "", ""}}
 
-// advisedSettings are the settings Advise searches for allocator on t: a
-// JAX capture's bfc has only XLA's.
-func (t *Trace) advisedSettings(allocator string) ([]Setting, bool) {
-	if allocator == "bfc" && t.Setup.Source == JAXSource {
+// advisedSettings are the settings Advise searches for allocator on a
+// trace whose header gave setup: a JAX capture's bfc has only XLA's.
+func advisedSettings(setup sim.Setup, allocator string) ([]Setting, bool) {
+	if allocator == "bfc" && setup.Source == JAXSource {
 		return xlaSettings, true
 	}
 	s, ok := AdvisedSettings[allocator]

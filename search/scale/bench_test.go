@@ -1,8 +1,12 @@
 package scale
 
 import (
+	"context"
+
 	"fmt"
 	"testing"
+
+	"github.com/bfcsim/bfcsim/search"
 
 	"github.com/bfcsim/bfcsim/trace"
 )
@@ -69,4 +73,18 @@ func BenchmarkModel(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(len(rec.Events)), "events")
+}
+
+// BenchmarkFitIn finds the largest sequence length of the GPT-2 recording
+// that fits 24 GiB, as recorded and with advise's settings.
+func BenchmarkFitIn(b *testing.B) {
+	rec := readRec(b, "train-default")
+	values := []int64{512, 1024, 256, 768, 1024, 384, 896, 640}
+	req := Request{Values: values, Known: heldOut(values, nil), FitIn: 24 << 30, Advise: true,
+		Search: search.Options{Workers: 2, TolerateScratch: true}}
+	for b.Loop() {
+		if _, err := Run(context.Background(), rec, req); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

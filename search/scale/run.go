@@ -87,8 +87,7 @@ type Request struct {
 	Out string
 	// FitIn is the capacity to find the largest value for (0: none), with
 	// Spec's allocator (empty: the recording's, else pytorch) and settings;
-	// Advise searches again with advise's best settings for the program at
-	// the answer.
+	// Advise searches again, changing advise's settings (FitInAdvised).
 	FitIn  uint64
 	Spec   sim.AllocatorSpec
 	Advise bool
@@ -118,8 +117,8 @@ type Result struct {
 	// for with the program's step.
 	Held    []Held
 	Program *Program
-	// Largest is FitIn's answer with Spec's settings; Advised with
-	// advise's best for the program at that answer, when asked.
+	// Largest is FitIn's answer with Spec's settings; Advised,
+	// FitInAdvised's, when asked.
 	Largest, Advised *Largest
 }
 
@@ -179,22 +178,8 @@ func Run(ctx context.Context, rec *Recording, req Request) (*Result, error) {
 			return nil, err
 		}
 		res.Largest = &l
-		if req.Advise && l.Fits {
-			p, err := m.At(rec, l.Value)
-			if err != nil {
-				return nil, err
-			}
-			tr, err := p.Load(ctx, []sim.AllocatorSpec{req.Spec}, req.Search)
-			if err != nil {
-				return nil, err
-			}
-			adv, err := tr.Advise(ctx, req.Spec)
-			tr.Close()
-			if err != nil {
-				return nil, err
-			}
-			opt.Spec = sim.AllocatorSpec{Name: req.Spec.Name, Options: adv.Best.Settings}
-			a, err := m.FitIn(ctx, rec, opt)
+		if req.Advise {
+			a, err := m.FitInAdvised(ctx, rec, opt, l)
 			if err != nil {
 				return nil, err
 			}

@@ -118,6 +118,60 @@ func TestFitInAgreesWithFit(t *testing.T) {
 	assert.Greater(t, f.MinCapacityBytes, uint64(capacity), "the next value does not fit")
 }
 
+// --fit-in, with the answer for advise's settings, costs at most 10 fits
+// of the recording: its replays, counted, against those a fit of the
+// recording's steps makes (written by the model at their own values, as
+// every program --fit-in tries is).
+func TestFitInCostsAtMostTenFits(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		values   []int64
+		capacity uint64
+	}{
+		{"train-default", []int64{512, 1024, 256, 768, 1024, 384, 896, 640}, 24 << 30},
+		{"resnet-default", []int64{64, 32, 96, 48, 64, 80}, 24 << 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := readRec(t, tc.name)
+			sopt := search.Options{Workers: 2, TolerateScratch: true}
+			res, err := Run(context.Background(), rec, Request{Values: tc.values, Known: heldOut(tc.values, nil),
+				FitIn: tc.capacity, Advise: true, Search: sopt})
+			require.NoError(t, err)
+			require.True(t, res.Largest.Fits)
+			require.True(t, res.Advised.Fits)
+			assert.GreaterOrEqual(t, res.Advised.Value, res.Largest.Value, "advise's settings fit no less")
+
+			spec := sim.AllocatorSpec{Name: "pytorch"}
+			all, err := NewModel(rec, res.Model.Steps, tc.values, heldOut(tc.values, nil))
+			require.NoError(t, err)
+			recorded, err := all.Write(rec, tc.values)
+			require.NoError(t, err)
+			tr, err := recorded.Load(context.Background(), nil, sopt)
+			require.NoError(t, err)
+			defer tr.Close()
+			f, err := tr.FitOne(context.Background(), spec)
+			require.NoError(t, err)
+			t.Logf("%d replays for both answers, %d for a fit of the recording: %.1f fits", res.Advised.Replays, f.Probes,
+				float64(res.Advised.Replays)/float64(f.Probes))
+			assert.LessOrEqual(t, res.Advised.Replays, 10*f.Probes)
+
+			// The advised answer holds: its settings fit the program
+			// there, and not at the next value.
+			aspec := sim.AllocatorSpec{Name: "pytorch", Options: res.Advised.Settings}
+			for x, want := range map[int64]bool{res.Advised.Value: true, res.Advised.Value + 1: false} {
+				p, err := res.Model.At(rec, x)
+				require.NoError(t, err)
+				tr, err := p.Load(context.Background(), nil, sopt)
+				require.NoError(t, err)
+				ok, err := tr.Fits(context.Background(), aspec, tc.capacity)
+				tr.Close()
+				require.NoError(t, err)
+				assert.Equal(t, want, ok, "at %d", x)
+			}
+		})
+	}
+}
+
 func TestStepsAndRequestsRefused(t *testing.T) {
 	rec := readRec(t, "resnet-default")
 	_, err := FindSteps(rec, 7, "")
