@@ -11,6 +11,7 @@ import (
 
 	"github.com/bfcsim/bfcsim/search"
 	"github.com/bfcsim/bfcsim/sim"
+	"github.com/bfcsim/bfcsim/trace"
 )
 
 func readRec(t testing.TB, name string) *Recording {
@@ -176,6 +177,12 @@ func TestStepsAndRequestsRefused(t *testing.T) {
 	rec := readRec(t, "resnet-default")
 	_, err := FindSteps(rec, 7, "")
 	assert.ErrorContains(t, err, "allocates exactly 7 times")
+	untagged := &Recording{Stacks: &trace.StackTable{}}
+	for i := range 8 {
+		untagged.Events = append(untagged.Events, trace.Event{Op: trace.OpAlloc, ID: uint64(i + 1), Size: 512})
+	}
+	_, err = FindSteps(untagged, 2, "")
+	assert.ErrorContains(t, err, "names no call site")
 	_, err = FindSteps(rec, 6, "no_such_function")
 	assert.ErrorContains(t, err, `no call site named "no_such_function"`)
 	steps, err := FindSteps(rec, 6, "torch_worker.py:85")

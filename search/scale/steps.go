@@ -43,6 +43,9 @@ func FindSteps(rec *Recording, n int, start string) ([]Step, error) {
 			before[i+1]++
 		}
 	}
+	if _, unnamed := all[site{}]; unnamed && len(all) == 1 {
+		return nil, fmt.Errorf("the recording names no call site for any allocation (a JAX profiler capture names none): scale finds and matches the steps by call site; record with them (a PyTorch snapshot, or tags in a trace)")
+	}
 	occ := map[site][]int{}
 	for s, at := range all {
 		if len(at) == n {
