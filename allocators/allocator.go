@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/bfcsim/bfcsim/allocators/bfcstate"
+	"github.com/bfcsim/bfcsim/trace"
 )
 
 // Errors callers branch on.
@@ -149,10 +150,11 @@ type Replayer interface {
 	AllocateAt(size, align uint64, stream int64, addr uint64) (Block, error)
 }
 
-// The marks that delimit a recorded program's start state (see Replayer).
+// The marks that delimit a recorded program's start state (see Replayer),
+// as the importers write them.
 const (
-	StartStateMark      = "start state"
-	RecordingStartsMark = "recording starts"
+	StartStateMark      = trace.StartStateMark
+	RecordingStartsMark = trace.RecordingStartsMark
 )
 
 // RecordedOOMMark begins the name of a mark that says the recorded program

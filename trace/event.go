@@ -111,6 +111,26 @@ const RecordedOOMMark = "oom:"
 // program failed the allocation that follows it.
 func IsRecordedOOMMark(name string) bool { return strings.HasPrefix(name, RecordedOOMMark) }
 
+// The marks an importer writes of a recording's own state: where the
+// state the recording started from ends (the allocations live before it),
+// and where the recording's events begin.
+const (
+	StartStateMark      = "start state"
+	RecordingStartsMark = "recording starts"
+)
+
+// IsAnnotation reports whether a mark named name is a phase the recorded
+// program annotated: not an importer's mark of the recording's own state,
+// a recorded failure, or PyTorch's snapshot of its state.
+func IsAnnotation(name string) bool {
+	switch {
+	case name == StartStateMark, name == RecordingStartsMark, name == "snapshot", IsRecordedOOMMark(name),
+		strings.HasPrefix(name, "oom ("):
+		return false
+	}
+	return true
+}
+
 // Header is the optional first line of a trace.
 type Header struct {
 	// Version is the format version, 1. A zero Header (Version 0) means the

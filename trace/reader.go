@@ -71,6 +71,14 @@ type Summary struct {
 	MaxAllocBytes   uint64 // the largest single alloc
 	FirstT, LastT   float64
 	HasT            bool // FirstT and LastT are set
+	// PeakLiveEvent is the valid event, from 0, that first reached
+	// PeakLiveBytes; PeakStep counts the steps begun before it (the peak
+	// falls in step PeakStep, from 1; 0: before the first), PeakStepName
+	// is that step's name, and PeakMark the name of the last mark before
+	// it that is a recording's annotation (not one an importer writes).
+	PeakLiveEvent          int64
+	PeakStep               int64
+	PeakStepName, PeakMark string
 }
 
 // liveAlloc is what the Reader remembers of a live allocation, by slot.
@@ -121,6 +129,9 @@ type Reader struct {
 	nextSlot uint32
 	stacks   StackTable
 	sites    *siteCounter // with TrackCallSites
+	// stepName and markName are the last step's name and the last
+	// annotation's, for Summary.PeakStepName and PeakMark.
+	stepName, markName string
 	// inMem: the events are mem's, not an input's (NewEventReader).
 	inMem bool
 	mem   []Event
@@ -611,7 +622,10 @@ func (r *Reader) apply(ev *Event) string {
 			if r.sites != nil {
 				la.site = r.sites.alloc(ev, s.LiveBytes > s.PeakLiveBytes)
 			}
-			s.PeakLiveBytes = max(s.PeakLiveBytes, s.LiveBytes)
+			if s.LiveBytes > s.PeakLiveBytes {
+				s.PeakLiveBytes = s.LiveBytes
+				s.PeakLiveEvent, s.PeakStep, s.PeakStepName, s.PeakMark = s.Events, s.Steps, r.stepName, r.markName
+			}
 		}
 		s.TotalAllocBytes = satAdd(s.TotalAllocBytes, ev.Size)
 		s.MaxAllocBytes = max(s.MaxAllocBytes, ev.Size)
@@ -634,9 +648,13 @@ func (r *Reader) apply(ev *Event) string {
 		}
 	case OpStep:
 		r.sum.Steps++
+		r.stepName = ev.Name
 	case OpMark:
 		r.sum.Marks++
 		r.oomNext = IsRecordedOOMMark(ev.Name)
+		if IsAnnotation(ev.Name) {
+			r.markName = ev.Name
+		}
 	case OpReserve:
 		r.sum.Reserves++
 	case OpRelease:

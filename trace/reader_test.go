@@ -163,6 +163,7 @@ func TestReaderValidTrace(t *testing.T) {
 		Events: 10, Allocs: 4, ZeroSizeAllocs: 1, Frees: 2, Steps: 1, Marks: 1, Reserves: 1, Releases: 1,
 		LiveAllocs: 2, PeakLiveAllocs: 2, LiveBytes: 8292, PeakLiveBytes: 8292,
 		TotalAllocBytes: 4096 + 100 + 8192, MaxAllocBytes: 8192, FirstT: 1, LastT: 3, HasT: true,
+		PeakLiveEvent: 6, PeakMark: "fwd", // before the first step
 	}, s)
 }
 

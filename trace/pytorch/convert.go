@@ -532,11 +532,10 @@ type startBlock struct {
 	entry      int64 // index of its orphan free, or -1
 }
 
-// The marks around the start state (allocators.StartStateMark and
-// RecordingStartsMark; the trace package does not import allocators).
+// The marks around the start state, which allocators.Replayer reads.
 const (
-	startStateMark      = "start state"
-	recordingStartsMark = "recording starts"
+	startStateMark      = trace.StartStateMark
+	recordingStartsMark = trace.RecordingStartsMark
 )
 
 // emitter writes the header and then the events, with addresses moved,

@@ -518,11 +518,10 @@ const (
 // virtual space's base, 1<<40).
 const simBase = 1 << 40
 
-// The marks around a start state, as allocators.StartStateMark and
-// allocators.RecordingStartsMark spell them.
+// The marks around the start state, which allocators.Replayer reads.
 const (
-	startStateMark      = "start state"
-	recordingStartsMark = "recording starts"
+	startStateMark      = trace.StartStateMark
+	recordingStartsMark = trace.RecordingStartsMark
 )
 
 // errEmpty is returned for an input without any byte.
