@@ -7,8 +7,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
+	"github.com/bfcsim/bfcsim/internal/outfile"
 	"github.com/bfcsim/bfcsim/trace"
 )
 
@@ -132,4 +134,13 @@ func readWhole(f io.Reader) ([]byte, error) {
 	}
 	defer r.Close()
 	return io.ReadAll(r)
+}
+
+// WriteJSONFile writes rep as report.json to path, whole or not at all,
+// creating its directory.
+func WriteJSONFile(path string, rep Report) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return outfile.Write(path, func(w io.Writer) error { return WriteJSON(w, rep) })
 }

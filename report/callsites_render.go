@@ -2,10 +2,11 @@ package report
 
 import (
 	"fmt"
-	"github.com/bfcsim/bfcsim/internal/textwrap"
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/bfcsim/bfcsim/internal/textwrap"
 )
 
 // share formats part of whole as a percentage, "66.3%".

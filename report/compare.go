@@ -136,6 +136,10 @@ type TraceComparison struct {
 	// Warnings say where the comparison may not be like with like: options,
 	// device or trace differ from the baseline's.
 	Warnings []string
+	// CallSites are what each call site held at the peak, the baseline's
+	// and now, the largest growth first (as bfcsim diff lists them), when
+	// both reports hold peak_call_sites and the peak changed.
+	CallSites []DiffCallSite
 }
 
 // MetricChange is one metric of one allocator on one trace.
@@ -276,6 +280,9 @@ func compareTrace(tc *TraceComparison, base, now *Trace, opts CompareOptions) {
 	if base.CapacityBytes != now.CapacityBytes || base.Space != now.Space {
 		tc.Warnings = append(tc.Warnings, fmt.Sprintf("the device differs from the baseline's: a %s %s device now, a %s %s device in the baseline",
 			Bytes(now.CapacityBytes), now.Space, Bytes(base.CapacityBytes), base.Space))
+	}
+	if len(base.PeakCallSites) > 0 && len(now.PeakCallSites) > 0 && base.PeakLiveBytes != now.PeakLiveBytes {
+		tc.CallSites = DiffCallSites(base.PeakCallSites, now.PeakCallSites)
 	}
 	spaceChecked := false
 	for j := range now.Results {
@@ -487,6 +494,21 @@ func countNoun(n int, one, many string) string {
 	return strconv.Itoa(n) + " " + many
 }
 
+// Failure is the one-line error of a comparison with regressions beyond
+// tol, naming the first few; nil without any.
+func (c *Comparison) Failure(tol float64) error {
+	regs := c.Regressions()
+	if len(regs) == 0 {
+		return nil
+	}
+	const show = 5 // the error is one line
+	list := strings.Join(regs[:min(show, len(regs))], ", ")
+	if len(regs) > show {
+		list += fmt.Sprintf(" and %d more", len(regs)-show)
+	}
+	return fmt.Errorf("%s beyond %s: %s", Plural(int64(len(regs)), "regression", "regressions"), FormatTolerance(tol), list)
+}
+
 // FormatChange writes a relative change: "+10.3%", "-2.0%", "0" when
 // nothing changed, "+<0.1%" for a change too small to show, "+inf" from a
 // zero baseline.
@@ -572,6 +594,7 @@ func WriteComparisonMarkdown(w io.Writer, c Comparison) error {
 					mdEscape(base), mdEscape(r.Unit.Format(r.Now)), change, verdict)
 			}
 		}
+		writeCallSiteChanges(b, tc, c.Baseline)
 		var notes []string
 		for _, w := range tc.Warnings {
 			notes = append(notes, "**warning**: "+mdEscape(w)+"; if that is intended, run with `--update-baseline`")
@@ -599,4 +622,30 @@ func WriteComparisonMarkdown(w io.Writer, c Comparison) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeCallSiteChanges writes the call sites that hold more or less at the
+// peak than in the baseline, as bfcsim diff's Markdown does: a report
+// names its largest call sites only, the rest summed in one row.
+func writeCallSiteChanges(b *strings.Builder, tc *TraceComparison, baseline string) {
+	var rows []DiffCallSite
+	for _, c := range tc.CallSites {
+		if c.DeltaBytes != 0 {
+			rows = append(rows, c)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\nLive at the peak, by call site, against %s (the largest growth first):\n\n| call site | baseline | now | change | allocations |\n|---|--:|--:|--:|--:|\n", mdEscape(baseline))
+	var sum int64
+	for _, c := range rows {
+		sum += c.DeltaBytes
+		delta := SignedBytes(c.DeltaBytes)
+		if c.DeltaBytes > 0 {
+			delta = "**" + delta + "**"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", mdCode(c.CallSite), Bytes(c.BeforeBytes), Bytes(c.AfterBytes), delta, mdEscape(counts(c)))
+	}
+	fmt.Fprintf(b, "| total | | | %s | |\n", SignedBytes(sum))
 }

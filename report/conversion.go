@@ -27,6 +27,15 @@ type Conversion struct {
 	OtherDevices []int
 }
 
+// WarningsFor are the conversion's warnings, with the devices it left out
+// unless everyDevice says each is taken.
+func (res Conversion) WarningsFor(everyDevice bool) []string {
+	if l := res.LeftOut(); l != "" && !everyDevice {
+		return append([]string{l}, res.Warnings...)
+	}
+	return res.Warnings
+}
+
 // LeftOut warns of the other devices that hold allocations, for a command
 // that took one device of a recording of several; "" when there are none.
 func (res Conversion) LeftOut() string {

@@ -4,13 +4,14 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"github.com/bfcsim/bfcsim/internal/textwrap"
 	"io"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/bfcsim/bfcsim/internal/textwrap"
 )
 
 // Formats are the names Render accepts.

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/bfcsim/bfcsim/sim"
+	"github.com/bfcsim/bfcsim/trace"
 	"github.com/bfcsim/bfcsim/trace/input"
 )
 
@@ -22,6 +23,12 @@ type Recording struct {
 	Name, Path string
 	// Device is the device its header names, if any.
 	Device *int
+	// Header is its trace's header. CallSites are what each call site held
+	// at its peak of live bytes, with Stacks naming them, when
+	// LoadOptions.Input asked for them (input.Options.CallSites).
+	Header    trace.Header
+	CallSites []trace.SiteBytes
+	Stacks    *trace.StackTable
 }
 
 // LoadOptions say how LoadJob opens and loads a job's recordings.
@@ -84,7 +91,8 @@ func LoadJob(ctx context.Context, paths []string, opt LoadOptions) (job []Record
 			if err != nil {
 				return nil, err
 			}
-			r := Recording{Trace: tr, Name: t.Header().Name, Path: path}
+			r := Recording{Trace: tr, Name: t.Header().Name, Path: path, Header: t.Header(),
+				CallSites: t.PeakCallSites(), Stacks: t.Stacks()}
 			if r.Name == "" {
 				r.Name = input.NameOf(path, "stdin")
 			}

@@ -46,6 +46,10 @@ type Options struct {
 	// Progress, if set, is told of every probe as it ends, from the
 	// goroutine that ran it (calls may overlap).
 	Progress func(Probe)
+	// Record, if set, asks Load's replays without a limit for the series
+	// plots are drawn from (Unlimited's Timeline): they are then full
+	// replays, not probes, and take longer.
+	Record *sim.RecordConfig
 }
 
 func (o Options) workers() int {
@@ -78,8 +82,9 @@ func Load(ctx context.Context, src sim.Source, setup sim.Setup, specs []sim.Allo
 	}
 	rec := &recorder{src: src, t: t.tape}
 	cfg := t.config(specs)
-	cfg.Probe = true
-	cfg.Reread = nil // the tape is not written yet: a planner reads it after
+	cfg.Record = opt.Record
+	cfg.Probe = opt.Record == nil // a probe records no series
+	cfg.Reread = nil              // the tape is not written yet: a planner reads it after
 	var res []sim.Result
 	var err error
 	if len(specs) == 0 {
@@ -89,7 +94,9 @@ func Load(ctx context.Context, src sim.Source, setup sim.Setup, specs []sim.Allo
 		// A planner must see the whole trace before its first
 		// allocation: the tape is filled first, then replayed.
 		if err = t.fill(ctx, rec); err == nil {
-			res, err = sim.Replay(ctx, t.tape.reader(), t.config(specs))
+			c := t.config(specs)
+			c.Record, c.Probe = opt.Record, opt.Record == nil
+			res, err = sim.Replay(ctx, t.tape.reader(), c)
 		}
 	} else if res, err = sim.Replay(ctx, rec, cfg); err == nil {
 		// A replay that failed stopped reading: the tape takes the rest.

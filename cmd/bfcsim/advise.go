@@ -74,7 +74,7 @@ func runAdvise(cmd *cobra.Command, e *env, o *adviseOptions, paths []string) err
 			return fmt.Errorf("advise has no settings to try for %s; it advises pytorch and bfc", name)
 		}
 	}
-	s, err := openSearch(cmd, e, &o.replay, paths, !o.strict, o.jobs, o.gpuBytes)
+	s, err := openSearch(cmd, e, &o.replay, paths, searchHow{tolerate: !o.strict, jobs: o.jobs, gpu: o.gpuBytes})
 	if err != nil {
 		return err
 	}

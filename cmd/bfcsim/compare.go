@@ -3,14 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/bfcsim/bfcsim/internal/outfile"
 	"github.com/bfcsim/bfcsim/report"
 )
 
@@ -129,7 +124,7 @@ func runCompare(cmd *cobra.Command, e *env, o *compareOptions, paths []string) e
 	}
 	rep := report.Build(runs)
 	if o.reportOut != "" {
-		if err := writeReportFile(o.reportOut, rep); err != nil {
+		if err := report.WriteJSONFile(o.reportOut, rep); err != nil {
 			return err
 		}
 	}
@@ -151,7 +146,7 @@ func runCompare(cmd *cobra.Command, e *env, o *compareOptions, paths []string) e
 	}
 
 	if o.update {
-		if err := writeReportFile(o.baseline, rep); err != nil {
+		if err := report.WriteJSONFile(o.baseline, rep); err != nil {
 			return err
 		}
 		msg := fmt.Sprintf("bfcsim: wrote the new baseline %s (%s)", o.baseline, report.Describe(rep))
@@ -161,23 +156,8 @@ func runCompare(cmd *cobra.Command, e *env, o *compareOptions, paths []string) e
 		fmt.Fprintln(e.stderr, msg)
 		return nil
 	}
-	if regs := cmp.Regressions(); len(regs) > 0 {
-		const show = 5 // the error is one line
-		list := strings.Join(regs[:min(show, len(regs))], ", ")
-		if len(regs) > show {
-			list += fmt.Sprintf(" and %d more", len(regs)-show)
-		}
-		return &exitError{code: exitFailed, err: fmt.Errorf("%s beyond %s: %s",
-			report.Plural(int64(len(regs)), "regression", "regressions"), report.FormatTolerance(tol), list)}
+	if err := cmp.Failure(tol); err != nil {
+		return &exitError{code: exitFailed, err: err}
 	}
 	return nil
-}
-
-// writeReportFile writes rep as report.json to path, atomically, creating
-// its directory.
-func writeReportFile(path string, rep report.Report) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return outfile.Write(path, func(w io.Writer) error { return report.WriteJSON(w, rep) })
 }

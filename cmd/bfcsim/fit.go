@@ -170,7 +170,7 @@ func runFit(cmd *cobra.Command, e *env, o *fitOptions, paths []string) error {
 		}
 		opt.GPUs, opt.CheckGPU = []search.GPU{g}, g.Name
 	}
-	s, err := openSearch(cmd, e, &o.replay, paths, !o.strict, o.jobs, o.gpuBytes)
+	s, err := openSearch(cmd, e, &o.replay, paths, searchHow{tolerate: !o.strict, jobs: o.jobs, gpu: o.gpuBytes})
 	if err != nil {
 		return err
 	}
@@ -223,11 +223,23 @@ func (s *searchRun) finish() {
 	}
 }
 
-// openSearch reads the traces at paths for a search (fit, advise) as one
-// job (search.LoadJob): the allocators and options as replay takes them, a
-// recording's own allocator alone unless -a is given.
-func openSearch(cmd *cobra.Command, e *env, o *replayOptions, paths []string, tolerate bool, jobs int, gpu uint64) (*searchRun, error) {
+// searchHow says how openSearch loads: whether a failed scratch buffer
+// is survived, the replays at once, --device-memory; every allocator
+// replay would replay (diff) rather than the recording's alone; the call
+// sites at the peak, and the series plots are drawn from.
+type searchHow struct {
+	tolerate, every, callSites bool
+	jobs                       int
+	gpu                        uint64
+	record                     *sim.RecordConfig
+}
+
+// openSearch reads the traces at paths for a search (fit, advise, diff) as
+// one job (search.LoadJob): the allocators and options as replay takes
+// them, a recording's own allocator alone unless -a is given or how.every.
+func openSearch(cmd *cobra.Command, e *env, o *replayOptions, paths []string, how searchHow) (*searchRun, error) {
 	s := &searchRun{}
+	jobs := how.jobs
 	if jobs == 0 {
 		jobs = runtime.NumCPU()
 	}
@@ -235,7 +247,7 @@ func openSearch(cmd *cobra.Command, e *env, o *replayOptions, paths []string, to
 		s.bar = progress.Spinner(e.stderr, "reading "+strings.Join(paths, " "))
 	}
 	plan := func(setup sim.Setup, path string) ([]sim.AllocatorSpec, search.Options, error) {
-		if !o.allocatorsGiven && setup.Recorded.Allocator != "" {
+		if !o.allocatorsGiven && setup.Recorded.Allocator != "" && !how.every {
 			// A recording: the allocator that made it.
 			o.allocators = []string{setup.Recorded.Allocator}
 			o.allocatorsGiven = true
@@ -248,10 +260,14 @@ func openSearch(cmd *cobra.Command, e *env, o *replayOptions, paths []string, to
 			return nil, search.Options{}, fmt.Errorf("--space cuda: %s runs many replays at once, which would share the GPU's memory; replay one allocator at a time on a GPU instead", cmd.Name())
 		}
 		s.specs = p.specs
-		return p.specs, search.Options{
+		if !o.allocatorsGiven {
+			s.specs = setup.RecordedFirst(s.specs)
+		}
+		return s.specs, search.Options{
 			Space:           allocators.SpaceConfig{Kind: o.spaceKind, Capacity: p.capacity, Options: p.spaceOpts},
 			Workers:         jobs,
-			TolerateScratch: tolerate,
+			TolerateScratch: how.tolerate,
+			Record:          how.record,
 			Progress: func(search.Probe) {
 				n := s.probes.Add(1)
 				if s.bar != nil {
@@ -268,23 +284,15 @@ func openSearch(cmd *cobra.Command, e *env, o *replayOptions, paths []string, to
 	}
 	var err error
 	s.members, err = search.LoadJob(cmd.Context(), paths, search.LoadOptions{
-		Input: input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator, Device: o.recordingDevice},
+		Input: input.Options{SkipInvalid: o.skipInvalid, Allocator: o.tfAllocator, Device: o.recordingDevice, Frames: o.frameRule(), CallSites: how.callSites},
 		Stdin: e.stdin, Plan: plan, Opened: opened,
 	})
 	if err != nil {
 		s.finish()
 		return nil, err
 	}
-	if gpu > 0 && !s.members[0].IsJAX() {
+	if how.gpu > 0 && !s.members[0].IsJAX() {
 		fmt.Fprintf(e.stderr, "bfcsim: warning: --device-memory is for JAX captures (XLA_PYTHON_CLIENT_MEM_FRACTION is a fraction of it); %s is not one, and it changes nothing\n", paths[0])
 	}
 	return s, nil
-}
-
-// traceName is a trace's name for reports: its header's, else its file's.
-func traceName(header, path string) string {
-	if header != "" {
-		return header
-	}
-	return input.NameOf(path, "stdin")
 }

@@ -263,7 +263,7 @@ func runImport(cmd *cobra.Command, e *env, o *importOptions, format, path string
 // events (221 allocs, 207 frees; 3 frees ... dropped), peak live 16.9 KiB,
 // to t.jsonl".
 func printImportSummary(w io.Writer, verb string, res report.Conversion, dest string) {
-	for _, msg := range warnings(res, false) {
+	for _, msg := range res.WarningsFor(false) {
 		fmt.Fprintf(w, "bfcsim: warning: %s\n", msg)
 	}
 	fmt.Fprintf(w, "%s %s, to %s\n", verb, res.Describe(), dest)
@@ -278,17 +278,8 @@ func printConversionNote(w io.Writer, t *input.File, everyDevice bool) {
 	if !ok {
 		return
 	}
-	for _, msg := range warnings(res, everyDevice) {
+	for _, msg := range res.WarningsFor(everyDevice) {
 		fmt.Fprintf(w, "bfcsim: warning: %s: %s\n", t.Path, msg)
 	}
 	fmt.Fprintf(w, "converted %s (%s) on the fly: %s\n", t.Path, t.Format, res.Describe())
-}
-
-// warnings are a conversion's, with the devices it left out unless every
-// device is taken.
-func warnings(res report.Conversion, everyDevice bool) []string {
-	if l := res.LeftOut(); l != "" && !everyDevice {
-		return append([]string{l}, res.Warnings...)
-	}
-	return res.Warnings
 }

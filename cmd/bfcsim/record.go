@@ -107,7 +107,7 @@ func runRecord(cmd *cobra.Command, e *env, o *recordOptions, argv []string) erro
 
 	// Convert its log, whatever its exit.
 	if o.log != "" {
-		if err := copyFile(logPath, o.log); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := outfile.Copy(logPath, o.log); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}
@@ -163,20 +163,4 @@ func convertRecording(logPath string, o *recordOptions, prog string, argv []stri
 	}
 	res, _ := report.NewConversion(st)
 	return res, nil
-}
-
-// copyFile copies src to dst, atomically, compressed if dst ends in .gz or
-// .zst.
-func copyFile(src, dst string) error {
-	f, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return outfile.Write(dst, func(w io.Writer) error {
-		if _, err := io.Copy(w, f); err != nil {
-			return fmt.Errorf("writing %s: %w", dst, err)
-		}
-		return nil
-	})
 }

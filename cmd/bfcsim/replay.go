@@ -85,7 +85,7 @@ allocator that models it starts; --set overrides any of them, and the
 report lists those taken from the recording.
 
 Allocators (-a) and their options (--set NAME.KEY=VALUE):
-` + allocatorHelp(),
+` + allocators.Help(),
 		Example: `  bfcsim replay traces/transformer-train.jsonl
   bfcsim replay run.jsonl.gz -a bfc,naive --capacity 16GiB -f json
   bfcsim replay snapshot.pickle -a pytorch,bfc
@@ -137,50 +137,6 @@ func fixedCompletion(words ...string) func(*cobra.Command, []string, string) ([]
 	}
 }
 
-// allocatorHelp lists every allocator and option, from the allocators' own table.
-func allocatorHelp() string {
-	var b strings.Builder
-	for _, f := range allocators.Factories() {
-		fmt.Fprintf(&b, "\n  %-8s %s\n", f.Name, f.Summary)
-		for _, opt := range f.Options {
-			fmt.Fprintf(&b, "      %s.%s=%s\n          %s\n", f.Name, opt.Key, opt.Default, opt.Help)
-		}
-	}
-	b.WriteString("\n  space    the device under each allocator (--space, --set space.KEY=VALUE)\n")
-	for _, opt := range allocators.SpaceOptions() {
-		fmt.Fprintf(&b, "      space.%s=%s\n          %s\n", opt.Key, opt.Default, opt.Help)
-	}
-	return b.String()
-}
-
-// parseSets splits --set values into options per allocator and for the space.
-func parseSets(sets, names []string) (map[string]allocators.Options, allocators.Options, error) {
-	per := map[string]allocators.Options{}
-	space := allocators.Options{}
-	for _, s := range sets {
-		kv, v, ok := strings.Cut(s, "=")
-		name, key, ok2 := strings.Cut(kv, ".")
-		if !ok || !ok2 || name == "" || key == "" {
-			return nil, nil, fmt.Errorf("--set %q: want NAME.KEY=VALUE, e.g. bfc.allow_growth=false", s)
-		}
-		if name == "space" {
-			space[key] = v
-			continue
-		}
-		if _, err := allocators.Lookup(name); err != nil {
-			return nil, nil, fmt.Errorf("--set %s: %w", s, err)
-		}
-		if !slices.Contains(names, name) {
-			return nil, nil, fmt.Errorf("--set %s: %s is not being replayed (-a %s)", s, name, strings.Join(names, ","))
-		}
-		if per[name] == nil {
-			per[name] = allocators.Options{}
-		}
-		per[name][key] = v
-	}
-	return per, space, nil
-}
-
 // replayPlan is a replay's checked configuration, ready to run on each trace.
 type replayPlan struct {
 	specs     []sim.AllocatorSpec
@@ -209,7 +165,7 @@ func (o *replayOptions) plan(paths []string) (*replayPlan, error) {
 			}
 		}
 	}
-	per, spaceOpts, err := parseSets(o.sets, o.allocators)
+	per, spaceOpts, err := allocators.ParseSets(o.sets, o.allocators)
 	if err != nil {
 		return nil, err
 	}

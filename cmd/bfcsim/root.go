@@ -1,17 +1,15 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"runtime/debug"
-	"runtime/pprof"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/bfcsim/bfcsim/allocators"
+	"github.com/bfcsim/bfcsim/internal/profile"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3"; a
@@ -78,6 +76,7 @@ Exit codes: 0 success, 1 a comparison failed, 2 bad usage or bad input.`,
 	root.AddCommand(
 		newReplayCmd(e),
 		newCompareCmd(e),
+		newDiffCmd(e),
 		newSweepCmd(e),
 		newFitCmd(e),
 		newScaleCmd(e),
@@ -96,49 +95,16 @@ Exit codes: 0 success, 1 a comparison failed, 2 bad usage or bad input.`,
 	return root, end
 }
 
-// addProfileFlag gives every command --cpuprofile, which writes a Go CPU
-// profile of the run (go tool pprof reads it): where a replay spends its
-// time, for a model's author or a slow trace's report; and --memprofile,
-// a heap profile at its end, whose alloc_space view shows where the run
-// allocated. It returns what ends the profiles, to be called once the
-// command has run, whether it succeeded or not: a profile of a failing run
-// is wanted too.
+// addProfileFlag gives every command --cpuprofile and --memprofile
+// (internal/profile). It returns what ends the profiles, to be called once
+// the command has run.
 func addProfileFlag(root *cobra.Command) (end func() error) {
 	var path, memPath string
-	var f *os.File
+	var p profile.Profiles
 	root.PersistentFlags().StringVar(&path, "cpuprofile", "", "write a CPU profile of the run to this file (see go tool pprof)")
 	root.PersistentFlags().StringVar(&memPath, "memprofile", "", "write a Go heap profile, at the end of the run, to this file (see go tool pprof)")
-	root.PersistentPreRunE = func(*cobra.Command, []string) error {
-		if path == "" {
-			return nil
-		}
-		var err error
-		if f, err = os.Create(path); err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			f = nil
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		return nil
-	}
-	return func() error {
-		var errs []error
-		if memPath != "" {
-			if err := writeHeapProfile(memPath); err != nil {
-				errs = append(errs, fmt.Errorf("--memprofile: %w", err))
-			}
-		}
-		if f != nil {
-			pprof.StopCPUProfile()
-			if err := f.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("--cpuprofile: %w", err))
-			}
-			f = nil
-		}
-		return errors.Join(errs...)
-	}
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return p.Start(path) }
+	return func() error { return p.Stop(memPath) }
 }
 
 func newVersionCmd() *cobra.Command {
@@ -160,20 +126,4 @@ func traceArgs(cmd *cobra.Command, args []string) error {
 			cmd.Name(), cmd.CommandPath())
 	}
 	return nil
-}
-
-func writeHeapProfile(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	// A heap profile counts what was allocated up to the last collection
-	// only: without one now, the allocations since (half of a large
-	// replay's, which grows its tables to the end) would be left out.
-	runtime.GC()
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bfcsim/bfcsim/allocators"
 	"github.com/bfcsim/bfcsim/internal/progress"
 	"github.com/bfcsim/bfcsim/report"
 	"github.com/bfcsim/bfcsim/search"
@@ -34,7 +35,7 @@ finds the largest value whose program fits (--fit-in, --gpu); with neither it pr
 			if err != nil {
 				return err
 			}
-			per, _, err := parseSets(sets, []string{alloc})
+			per, _, err := allocators.ParseSets(sets, []string{alloc})
 			if err != nil {
 				return err
 			}

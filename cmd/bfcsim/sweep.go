@@ -206,7 +206,7 @@ func (o *sweepOptions) plan(paths []string) (*sweepPlan, error) {
 // virtual space, as the replay will.
 func (o *sweepOptions) pointSpecs(info *search.Grid, pt int) ([]sim.AllocatorSpec, allocators.Options, error) {
 	sets := append(slices.Clone(info.Sets), info.PointSets(pt)...)
-	per, spaceOpts, err := parseSets(sets, info.Allocators)
+	per, spaceOpts, err := allocators.ParseSets(sets, info.Allocators)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -17,6 +17,22 @@ import (
 	"github.com/bfcsim/bfcsim/trace"
 )
 
+// Copy copies the file src to dst as Write writes it: whole or not at all,
+// compressed if dst ends in .gz or .zst.
+func Copy(src, dst string) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return Write(dst, func(w io.Writer) error {
+		if _, err := io.Copy(w, f); err != nil {
+			return fmt.Errorf("writing %s: %w", dst, err)
+		}
+		return nil
+	})
+}
+
 // Write writes path through fn: into a temporary file on the same file
 // system, renamed over path only if fn and every write succeed, so a
 // failed run never leaves a half-written file that looks complete. A .gz or
