@@ -49,7 +49,7 @@ func grown(t *testing.T, src, tag string, add uint64) string {
 type diffJSON struct {
 	Before, After struct {
 		Trace         string
-		PeakLiveBytes int64 `json:"peak_live_bytes"`
+		PeakLiveBytes int64  `json:"peak_live_bytes"`
 		PeakStep      *int64 `json:"peak_step"`
 	}
 	PeakDelta  int64 `json:"peak_delta_bytes"`
