@@ -637,7 +637,7 @@ func writeCallSiteChanges(b *strings.Builder, tc *TraceComparison, baseline stri
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "\nLive at the peak, by call site, against %s (the largest growth first):\n\n| call site | baseline | now | change | allocations |\n|---|--:|--:|--:|--:|\n", mdEscape(baseline))
+	fmt.Fprintf(b, "\nLive at the peak, by call site, against %s (the largest growth first):\n\n| call site | baseline | now | change | allocations |\n|---|--:|--:|--:|--:|\n", mdCode(baseline))
 	var sum int64
 	for _, c := range rows {
 		sum += c.DeltaBytes

@@ -96,7 +96,7 @@ func runDiff(cmd *cobra.Command, e *env, o *diffOptions, paths []string) error {
 			return err
 		}
 		defer s.close()
-		k, note := report.DiffDevice(s.members, path)
+		k, note := report.DiffDevice(s.members, []string{"before", "after"}[i]+", "+path+",")
 		if note != "" {
 			notes = append(notes, note)
 		}

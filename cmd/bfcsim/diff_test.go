@@ -202,3 +202,21 @@ func TestDiffRefusals(t *testing.T) {
 	assertUsageError(t, []string{"diff", tr, "-"}, "give files")
 	assertUsageError(t, []string{"diff", tr, tr, "-f", "yaml"}, "unknown format")
 }
+
+// compare --baseline names the call sites that grew at the peak when its
+// baseline holds peak_call_sites, as diff does.
+func TestCompareNamesTheCallSitesThatGrew(t *testing.T) {
+	before := bundled + "transformer-train.jsonl"
+	after := grown(t, before, "loss.log_softmax", 3<<20)
+	base := filepath.Join(t.TempDir(), "base.json")
+	code, _, stderr := cli(t, "", "replay", "-q", before, "-a", "bfc", "-o", filepath.Dir(base)+"/out")
+	require.Equal(t, 0, code, stderr)
+	require.NoError(t, os.Rename(filepath.Dir(base)+"/out/report.json", base))
+	code, stdout, stderr := cli(t, "", "compare", "-q", after, "-a", "bfc", "--baseline", base)
+	require.Contains(t, []int{0, 1}, code, stderr)
+	assert.Contains(t, stdout, "Live at the peak, by call site, against")
+	assert.Contains(t, stdout, "| `loss.log_softmax` | 484.38 MiB | 487.38 MiB | **+3.00 MiB** | 1 → 1 |")
+	code, stdout, _ = cli(t, "", "compare", "-q", before, "-a", "bfc", "--baseline", base)
+	assert.Equal(t, 0, code)
+	assert.NotContains(t, stdout, "Live at the peak", "nothing changed")
+}
