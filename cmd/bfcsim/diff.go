@@ -95,13 +95,13 @@ func runDiff(cmd *cobra.Command, e *env, o *diffOptions, paths []string) error {
 		if err != nil {
 			return err
 		}
-		defer s.close()
 		k, note := report.DiffDevice(s.members, []string{"before", "after"}[i]+", "+path+",")
 		if note != "" {
 			notes = append(notes, note)
 		}
 		fits, err := s.members[k].Fit(cmd.Context())
 		s.finish()
+		s.close() // its tapes: what the diff needs of them is kept
 		if err != nil {
 			return err
 		}
