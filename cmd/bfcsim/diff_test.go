@@ -145,29 +145,25 @@ func TestDiffOfIdenticalTraces(t *testing.T) {
 // report, the Markdown and the page, with each call site's stack.
 func TestDiffNewAndVanishedSitesAndItsDirectory(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) string {
+	// The same run but for one buffer, live at the peak: of its call
+	// site and size.
+	write := func(name, buffer string) string {
 		p := filepath.Join(dir, name)
+		text := `{"bfcsim_trace":1,"name":"run","capacity":1073741824}
+{"op":"frame","id":1,"name":"forward","file":"model.py","line":12}
+{"op":"stack","id":1,"frames":[1]}
+{"op":"alloc","id":1,"size":1048576,"tag":"weights"}
+{"op":"step","name":"1"}
+` + buffer + `
+{"op":"alloc","id":3,"size":2097152,"stack":1}
+{"op":"free","id":2}
+{"op":"free","id":3}
+`
 		require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
 		return p
 	}
-	head := `{"bfcsim_trace":1,"name":"%s","capacity":1073741824}
-{"op":"frame","id":1,"name":"forward","file":"model.py","line":12}
-{"op":"stack","id":1,"frames":[1]}
-`
-	before := write("before.jsonl", strings.Replace(head, "%s", "run", 1)+`{"op":"alloc","id":1,"size":1048576,"tag":"weights"}
-{"op":"step","name":"1"}
-{"op":"alloc","id":2,"size":4096,"tag":"old_buffer"}
-{"op":"alloc","id":3,"size":2097152,"stack":1}
-{"op":"free","id":2}
-{"op":"free","id":3}
-`)
-	after := write("after.jsonl", strings.Replace(head, "%s", "run", 1)+`{"op":"alloc","id":1,"size":1048576,"tag":"weights"}
-{"op":"step","name":"1"}
-{"op":"alloc","id":2,"size":8192,"tag":"kv_cache"}
-{"op":"alloc","id":3,"size":2097152,"stack":1}
-{"op":"free","id":2}
-{"op":"free","id":3}
-`)
+	before := write("before.jsonl", `{"op":"alloc","id":2,"size":4096,"tag":"old_buffer"}`)
+	after := write("after.jsonl", `{"op":"alloc","id":2,"size":8192,"tag":"kv_cache"}`)
 	out := filepath.Join(dir, "out")
 	code, d, stderr := runDiffJSON(t, before, after, "-a", "bfc,naive", "-o", out)
 	require.Equal(t, 0, code, stderr)
