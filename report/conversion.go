@@ -129,6 +129,8 @@ func pytorchResult(st pytorch.Stats) Conversion {
 		"block of unknown size (freed during the recording; its requested size is used)",
 		"blocks of unknown size (freed during the recording; their requested sizes are used)")
 	res.Notes = countNote(res.Notes, st.OOMs, "allocation the program failed (out of memory)", "allocations the program failed (out of memory)")
+	res.Notes = countNote(res.Notes, st.Annotations, "mark where a phase the program named begins or ends (external_annotations)",
+		"marks where phases the program named begin and end (external_annotations)")
 	if st.CapacityBytes > 0 {
 		res.Notes = append(res.Notes, "capacity "+Bytes(st.CapacityBytes)+" (held at the failure plus device_free)")
 	}

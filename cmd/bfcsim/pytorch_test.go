@@ -145,9 +145,9 @@ func TestRealSnapshots(t *testing.T) {
 	real := fixtures + "real/assignment2-systems.pickle.gz"
 	code, _, stderr := cli(t, "", "import", "pytorch", real, "-o", filepath.Join(t.TempDir(), "t.jsonl"))
 	require.Equal(t, 0, code, stderr)
-	assert.Equal(t, "imported 4,869 events (2,609 allocs, 2,162 frees; device 0, 447 allocations live when the recording started, "+
+	assert.Equal(t, "imported 4,871 events (2,609 allocs, 2,162 frees; device 0, 447 allocations live when the recording started, "+
 		"96 segments held then, 208 blocks of unknown size (freed during the recording; their requested sizes are used), "+
-		"allocator settings expandable_segments=false garbage_collection_threshold=0 max_split_size_mb=unlimited), peak live 3.59 GiB, to ",
+		"2 marks where phases the program named begin and end (external_annotations), allocator settings expandable_segments=false garbage_collection_threshold=0 max_split_size_mb=unlimited), peak live 3.59 GiB, to ",
 		stderr[:strings.LastIndex(stderr, "to ")+3])
 }
 

@@ -122,10 +122,10 @@ func TestRecordingConversionNote(t *testing.T) {
 	const real = fixtures + "real/assignment2-systems.pickle.gz"
 	code, _, stderr := cli(t, "", "replay", real, "-a", "bfc")
 	require.Equal(t, 0, code, stderr)
-	assert.Equal(t, "converted "+real+" (a PyTorch memory snapshot) on the fly: 4,869 events (2,609 allocs, 2,162 frees; device 0, "+
+	assert.Equal(t, "converted "+real+" (a PyTorch memory snapshot) on the fly: 4,871 events (2,609 allocs, 2,162 frees; device 0, "+
 		"447 allocations live when the recording started, 96 segments held then, 208 blocks of unknown size "+
 		"(freed during the recording; their requested sizes are used), "+
-		"allocator settings expandable_segments=false garbage_collection_threshold=0 max_split_size_mb=unlimited), peak live 3.59 GiB\n", stderr)
+		"2 marks where phases the program named begin and end (external_annotations), allocator settings expandable_segments=false garbage_collection_threshold=0 max_split_size_mb=unlimited), peak live 3.59 GiB\n", stderr)
 	code, _, stderr = cli(t, "", "replay", real, "-a", "bfc", "-q")
 	require.Equal(t, 0, code, stderr)
 	assert.Empty(t, stderr)

@@ -77,6 +77,8 @@ const (
 	keyAllocConf
 	keyDeviceFree
 	keySegmentType
+	keyExternalAnnotations
+	keyStage
 	numKeys
 )
 
@@ -108,6 +110,11 @@ var keyNames = [numKeys]string{
 	// An oom entry's free device memory.
 	keyDeviceFree:  "device_free",
 	keySegmentType: "segment_type",
+	// external_annotations: the phases record_function names (an
+	// optimizer's step, a data loader's next batch), each a START and an
+	// END.
+	keyExternalAnnotations: "external_annotations",
+	keyStage:               "stage",
 }
 
 // isFrameKey says which keys a frame dict has.

@@ -83,6 +83,9 @@ type Stats struct {
 	// one per pool and stream: the lowest address the recording shows
 	// mapped (header expandable_ranges, replayed addresses).
 	ExpandableRanges []trace.ExpandableRange
+	// Annotations counts the marks written for external_annotations: the
+	// start of a phase the program named, and its end (NAME (end)).
+	Annotations int64
 }
 
 // maxReasons is how many reasons for dropped entries Stats keeps.
@@ -470,7 +473,25 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 	em.op(op{kind: trace.OpMark, name: recordingStartsMark})
 
 	ids := map[uint64]uint64{} // recorded address → id of the block allocated there in the trace
+	marks := s.annotationsOn(dev, hasT)
+	// annotate writes the annotations up to time t (all of them: +Inf) as
+	// marks, in time order, before the entry at t.
+	annotate := func(t float64) {
+		for len(marks) > 0 && marks[0].timeUS <= t {
+			a := marks[0]
+			marks = marks[1:]
+			name := a.name
+			if a.end {
+				name += annotationEnd
+			}
+			em.op(op{kind: trace.OpMark, name: name, t: a.timeUS, hasT: true})
+			st.Annotations++
+		}
+	}
 	err = s.eachEntry(ctx, dev, func(i int64, e *entry) error {
+		if e.hasTime {
+			annotate(e.timeUS)
+		}
 		o := op{addr: e.addr, size: e.size, stream: e.stream, t: e.timeUS, hasT: e.hasTime, tag: e.tag}
 		switch e.action {
 		case actAlloc:
@@ -522,7 +543,29 @@ func (s *snapshot) write(ctx context.Context, w *trace.Writer, opt Options) (Sta
 	if err != nil {
 		return st, err
 	}
+	annotate(math.Inf(1))
 	return st, em.flush()
+}
+
+// annotationEnd ends the name of the mark an annotation's END is written
+// as; its START's mark is its name.
+const annotationEnd = " (end)"
+
+// annotationsOn returns the annotations of device dev in time order, to be
+// written as marks among its entries; none when the entries carry no
+// time to place them by.
+func (s *snapshot) annotationsOn(dev int, hasT bool) []annotation {
+	if !hasT {
+		return nil
+	}
+	var out []annotation
+	for _, a := range s.annotations {
+		if a.device == int64(dev) {
+			out = append(out, a)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b annotation) int { return cmp.Compare(a.timeUS, b.timeUS) })
+	return out
 }
 
 type startBlock struct {

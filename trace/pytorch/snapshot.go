@@ -68,7 +68,21 @@ type snapshot struct {
 	traces []value
 	// settings are what allocator_settings says, when the snapshot has it.
 	settings *settings
+	// annotations are external_annotations, in the snapshot's order.
+	annotations []annotation
 }
+
+// annotation is one of external_annotations: the start or the end of a
+// phase the program named (record_function), on a device, at a time.
+type annotation struct {
+	name   string
+	end    bool
+	device int64
+	timeUS float64
+}
+
+// maxAnnotations bounds the annotations read; the rest are left out.
+const maxAnnotations = 1 << 20
 
 // settings are the allocator settings a snapshot records (PyTorch 2.6 and
 // later): the values in effect, and the PYTORCH_CUDA_ALLOC_CONF text they
@@ -212,7 +226,7 @@ func (b *builder) snapshot(top value, form string) (*snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	var segs, traces, set value
+	var segs, traces, set, ann value
 	for _, f := range d.fields {
 		switch f.key {
 		case keySegments:
@@ -221,6 +235,8 @@ func (b *builder) snapshot(top value, form string) (*snapshot, error) {
 			traces = f.v
 		case keyAllocatorSettings:
 			set = f.v
+		case keyExternalAnnotations:
+			ann = f.v
 		}
 	}
 	if segs.kind == 0 {
@@ -234,7 +250,45 @@ func (b *builder) snapshot(top value, form string) (*snapshot, error) {
 		return nil, err
 	}
 	s.settings = b.readSettings(set)
+	s.annotations = b.readAnnotations(ann)
 	return s, nil
+}
+
+// readAnnotations reads external_annotations. An annotation without a
+// name, a stage of START or END, or a time is left out, not an error:
+// they say where phases begin, which the trace is worth importing
+// without.
+func (b *builder) readAnnotations(v value) []annotation {
+	l, err := b.listOf(v, "external_annotations", "the snapshot")
+	if l == nil || err != nil {
+		return nil
+	}
+	var out []annotation
+	cr := b.chain(l)
+	var rec record
+	for len(out) < maxAnnotations {
+		if err := cr.next(&rec); err != nil {
+			break
+		}
+		if !rec.dict {
+			continue
+		}
+		a := annotation{name: b.asStr(rec.get(keyName))}
+		switch b.asStr(rec.get(keyStage)) {
+		case "START":
+		case "END":
+			a.end = true
+		default:
+			continue
+		}
+		var ok bool
+		a.device, _ = b.asInt(rec.get(keyDevice), "device")
+		if a.timeUS, ok, err = b.asFloat(rec.get(keyTimeUS), "time_us"); err != nil || !ok || a.name == "" {
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // readSettings reads allocator_settings. A setting of the wrong type is
