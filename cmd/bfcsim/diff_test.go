@@ -216,3 +216,33 @@ func TestCompareNamesTheCallSitesThatGrew(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.NotContains(t, stdout, "Live at the peak", "nothing changed")
 }
+
+// Two H100 recordings of one script under two settings: the same call
+// sites at the same peak, which falls after the optimizer's zero_grad
+// (the recording's external_annotations), and the expandable segments'
+// smaller fit.
+func TestDiffOfTwoRecordings(t *testing.T) {
+	code, stdout, stderr := cli(t, "", "diff", "-q", "-a", "pytorch", "-f", "json",
+		bundled+"h100/train-default.pickle.gz", bundled+"h100/train-expandable.pickle.gz")
+	require.Equal(t, 0, code, stderr)
+	var d struct {
+		Before, After struct {
+			PeakMark string `json:"peak_mark"`
+		}
+		Allocators []struct {
+			MinCapacityBytes [2]uint64 `json:"min_capacity_bytes"`
+		}
+		CallSites []struct {
+			DeltaBytes int64 `json:"delta_bytes"`
+		} `json:"call_sites"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &d))
+	assert.Equal(t, "Optimizer.zero_grad#AdamW.zero_grad (end)", d.Before.PeakMark)
+	assert.Equal(t, d.Before.PeakMark, d.After.PeakMark)
+	require.Len(t, d.Allocators, 1)
+	assert.Equal(t, [2]uint64{14615052288, 14556332032}, d.Allocators[0].MinCapacityBytes, "the H100's smallest limits, as fit finds them")
+	require.NotEmpty(t, d.CallSites)
+	for _, c := range d.CallSites {
+		assert.Zero(t, c.DeltaBytes)
+	}
+}

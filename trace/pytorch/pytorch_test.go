@@ -2,6 +2,7 @@ package pytorch
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"os"
@@ -451,4 +452,40 @@ func TestDeviceChoiceFollowsAllocations(t *testing.T) {
 	assert.Equal(t, DeviceChoice{Devices: 2, Allocs: 1}, st.DeviceChoice)
 	assert.Equal(t, 1, st.StartAllocs)
 	assert.Contains(t, buf.String(), `{"op":"alloc","id":1,"size":1048576`)
+}
+
+// external_annotations become marks among the entries, by time: a phase's
+// name at its start, NAME (end) at its end. The H100 recording of GPT-2
+// holds 32: each step's optimizer step and zero_grad, started and ended.
+func TestAnnotationsBecomeMarks(t *testing.T) {
+	f, err := os.Open("../../traces/h100/train-default.pickle.gz")
+	require.NoError(t, err)
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	st, err := Convert(context.Background(), zr, trace.NewWriter(&buf), Options{Device: -1})
+	require.NoError(t, err)
+	assert.Equal(t, int64(32), st.Annotations)
+	r, err := trace.NewReader(&buf, "train-default")
+	require.NoError(t, err)
+	var evs []trace.Event
+	for r.Next() {
+		evs = append(evs, r.Event())
+	}
+	require.NoError(t, r.Err())
+	var names []string
+	lastT := 0.0
+	for _, e := range evs {
+		if e.Flags&trace.HasT != 0 {
+			assert.GreaterOrEqual(t, e.T, lastT, "marks keep the time order")
+			lastT = e.T
+		}
+		if e.Op == trace.OpMark && trace.IsAnnotation(e.Name) {
+			names = append(names, e.Name)
+		}
+	}
+	require.Len(t, names, 32)
+	assert.Equal(t, []string{"Optimizer.step#AdamW.step", "Optimizer.step#AdamW.step (end)",
+		"Optimizer.zero_grad#AdamW.zero_grad", "Optimizer.zero_grad#AdamW.zero_grad (end)"}, names[:4])
 }
