@@ -130,14 +130,19 @@ func diffFigure(d Diff, before, after DiffRun) (*figure, error) {
 			width vg.Length
 			what  string
 		}{{reserved, reservedColor, 1.6, "reserved"}, {inUse, inUseColor, 1.1, "in use"}, {live, liveColor, 0.8, "live"}} {
-			l := stepLine(s.xys, s.c, s.width)
+			c := s.c
+			if run.dash != nil { // before: fainter, under after's
+				r, g, b, _ := c.RGBA()
+				c = color.NRGBA{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8), 0x99}
+			}
+			l := stepLine(s.xys, c, s.width)
 			l.LineStyle.Dashes = run.dash
 			p.Add(line{l})
 			p.Legend.Add(run.label+" "+s.what, l)
 		}
 	}
 	p.Y.Max = float64(top) * legendRoom(6)
-	note := "Before dashed, after solid."
+	note := "Before dashed and faint, after solid."
 	if xLabel == "step" {
 		note += " Aligned by step: step k begins at k, its events spread evenly to the next."
 	}
