@@ -209,6 +209,15 @@ func TestInterruptStopsEveryCommand(t *testing.T) {
 			reached: func(p *bfcsimProcess) bool { return p.age() >= time.Second },
 		},
 		{
+			name: "diff -o while it fits",
+			sig:  syscall.SIGINT,
+			args: func(out string) []string {
+				return []string{"diff", big, big, "-a", "bfc,naive", "-q", "-o", filepath.Join(out, "diff")}
+			},
+			dir:     "diff",
+			reached: func(p *bfcsimProcess) bool { return p.age() >= time.Second },
+		},
+		{
 			name: "sweep -o",
 			sig:  syscall.SIGTERM,
 			args: func(out string) []string {
