@@ -55,6 +55,7 @@ fragmentation, peak usage and latency, as tables, plots and a CI verdict.
   bfcsim replay trace.jsonl                  every allocator side by side
   bfcsim replay run.jsonl.gz -o out/         also write reports, plots and index.html
   bfcsim compare t.jsonl --baseline b.json   exit 1 on a memory regression
+  bfcsim diff before.pickle after.pickle     what grew between two runs, by call site
   bfcsim sweep t.jsonl --grid bfc.KEY=V1,V2  replay a grid of options, in parallel
   bfcsim merge shard-*/report.json           combine the shards of a sweep
   bfcsim plot t.jsonl --kind memmap -o m.png draw one plot (PNG or SVG)
