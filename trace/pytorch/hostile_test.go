@@ -361,6 +361,8 @@ func FuzzConvert(f *testing.F) {
 	}
 	f.Add([]byte(`{"segments":[{"address":1,"total_size":5,"blocks":[{"size":9,"state":"active"}]}],"device_traces":[[{"action":"free","addr":3}]]}`))
 	f.Add([]byte(`{"segments":[],"device_traces":[[{"action":"alloc","addr":512,"time_us":1e999}]]}`))
+	f.Add([]byte(`{"segments":[],"device_traces":[[{"action":"alloc","addr":512,"size":16,"time_us":10},{"action":"free_completed","addr":512,"size":16,"time_us":20}]],` +
+		`"external_annotations":[{"name":"fwd","stage":"START","device":0,"time_us":5},{"name":"fwd","stage":"END","device":0,"time_us":15},{"name":"x","stage":"MID","time_us":1},7]}`))
 	f.Add(snapshotAround(func(a *asm) {
 		a.op(']').op('(')
 		asmEntry(a, 4096, func(a *asm) {
