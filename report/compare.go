@@ -637,15 +637,10 @@ func writeCallSiteChanges(b *strings.Builder, tc *TraceComparison, baseline stri
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "\nLive at the peak, by call site, against %s (the largest growth first):\n\n| call site | baseline | now | change | allocations |\n|---|--:|--:|--:|--:|\n", mdCode(baseline))
 	var sum int64
 	for _, c := range rows {
 		sum += c.DeltaBytes
-		delta := SignedBytes(c.DeltaBytes)
-		if c.DeltaBytes > 0 {
-			delta = "**" + delta + "**"
-		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", mdCode(c.CallSite), Bytes(c.BeforeBytes), Bytes(c.AfterBytes), delta, mdEscape(counts(c)))
 	}
-	fmt.Fprintf(b, "| total | | | %s | |\n", SignedBytes(sum))
+	fmt.Fprintf(b, "\nLive at the peak, by call site, against %s (the largest growth first):\n\n", mdCode(baseline))
+	writeCallSiteTable(b, rows, "baseline", "now", "total", sum)
 }

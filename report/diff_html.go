@@ -8,6 +8,8 @@ import (
 	"html/template"
 	"image/color"
 	"io"
+	"math"
+	"sort"
 	"strings"
 
 	"gonum.org/v1/plot/plotter"
@@ -71,16 +73,13 @@ func stepAxis(tl *sim.Timeline) (func(event float64) float64, bool) {
 	}
 	at = append(at, float64(tl.Events))
 	return func(e float64) float64 {
-		for k := 1; k < len(at); k++ {
-			if e < at[k] || k == len(at)-1 {
-				span := at[k] - at[k-1]
-				if span <= 0 {
-					return float64(k - 1)
-				}
-				return float64(k-1) + min(1, (e-at[k-1])/span)
-			}
+		// k: the first start after e, the end standing for the last.
+		k := min(max(sort.SearchFloat64s(at, math.Nextafter(e, math.Inf(1))), 1), len(at)-1)
+		span := at[k] - at[k-1]
+		if span <= 0 {
+			return float64(k - 1)
 		}
-		return 0
+		return float64(k-1) + min(1, (e-at[k-1])/span)
 	}, true
 }
 
@@ -200,9 +199,8 @@ func writeDiffHTML(w io.Writer, d Diff, svg []byte) error {
 		page.Plot = base64.StdEncoding.EncodeToString(svg)
 	}
 	for _, a := range d.Allocators {
-		page.Allocators = append(page.Allocators, alloc{a.Allocator,
-			optBytes(a.PeakReservedBytes[0], "-") + " → " + optBytes(a.PeakReservedBytes[1], "-"), optChange(a.PeakReservedBytes[0], a.PeakReservedBytes[1]),
-			fitText(a, 0) + " → " + fitText(a, 1), optChange(a.MinCapacityBytes[0], a.MinCapacityBytes[1])})
+		c := allocatorCells(a)
+		page.Allocators = append(page.Allocators, alloc{a.Allocator, c[0], c[1], c[2], c[3]})
 	}
 	for _, c := range d.CallSites {
 		s := site{Name: c.CallSite, Status: c.Status, Stack: strings.Join(c.Stack, "\n"), Before: Bytes(c.BeforeBytes),

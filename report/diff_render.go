@@ -37,9 +37,9 @@ func sideName(s DiffSide) string {
 }
 
 // optBytes writes a figure one run may lack.
-func optBytes(v *uint64, none string) string {
+func optBytes(v *uint64) string {
 	if v == nil {
-		return none
+		return "-"
 	}
 	return Bytes(*v)
 }
@@ -50,6 +50,33 @@ func optChange(b, a *uint64) string {
 		return "-"
 	}
 	return change(*b, *a)
+}
+
+// allocatorCells are an allocator's row in every rendering: its peak of
+// reserved bytes before → after and the change, fit's answer before →
+// after and the change.
+func allocatorCells(a DiffAllocator) [4]string {
+	return [4]string{
+		optBytes(a.PeakReservedBytes[0]) + " → " + optBytes(a.PeakReservedBytes[1]),
+		optChange(a.PeakReservedBytes[0], a.PeakReservedBytes[1]),
+		fitText(a, 0) + " → " + fitText(a, 1),
+		optChange(a.MinCapacityBytes[0], a.MinCapacityBytes[1]),
+	}
+}
+
+// writeCallSiteTable writes call sites as a Markdown table, the runs'
+// columns headed before and after, growth in bold, and a last row, total,
+// with their change in all.
+func writeCallSiteTable(b *strings.Builder, rows []DiffCallSite, before, after, total string, sum int64) {
+	fmt.Fprintf(b, "| call site | %s | %s | change | allocations |\n|---|--:|--:|--:|--:|\n", before, after)
+	for _, c := range rows {
+		delta := SignedBytes(c.DeltaBytes)
+		if c.DeltaBytes > 0 {
+			delta = "**" + delta + "**"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", mdCode(c.CallSite), Bytes(c.BeforeBytes), Bytes(c.AfterBytes), delta, mdEscape(counts(c)))
+	}
+	fmt.Fprintf(b, "| %s | | | %s | |\n", total, SignedBytes(sum))
 }
 
 // shownCallSites are the rows a text report shows: the call sites that
@@ -101,9 +128,8 @@ func writeDiffTable(w io.Writer, d Diff) error {
 	tw := tabwriter.NewWriter(ew, 2, 8, 2, ' ', 0)
 	fmt.Fprintf(tw, "\nALLOCATOR\tPEAK RESERVED\tCHANGE\tFIT\tCHANGE\n")
 	for _, a := range d.Allocators {
-		fmt.Fprintf(tw, "%s\t%s → %s\t%s\t%s → %s\t%s\n", a.Allocator,
-			optBytes(a.PeakReservedBytes[0], "-"), optBytes(a.PeakReservedBytes[1], "-"), optChange(a.PeakReservedBytes[0], a.PeakReservedBytes[1]),
-			fitText(a, 0), fitText(a, 1), optChange(a.MinCapacityBytes[0], a.MinCapacityBytes[1]))
+		c := allocatorCells(a)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.Allocator, c[0], c[1], c[2], c[3])
 	}
 	rows, unchanged := shownCallSites(d)
 	if len(rows) > 0 {
@@ -177,21 +203,13 @@ func WriteDiffMarkdown(w io.Writer, d Diff) error {
 	}
 	b.WriteString("\n| allocator | peak reserved | change | fit | change |\n|---|--:|--:|--:|--:|\n")
 	for _, a := range d.Allocators {
-		fmt.Fprintf(b, "| %s | %s → %s | %s | %s → %s | %s |\n", mdEscape(a.Allocator),
-			optBytes(a.PeakReservedBytes[0], "-"), optBytes(a.PeakReservedBytes[1], "-"), optChange(a.PeakReservedBytes[0], a.PeakReservedBytes[1]),
-			fitText(a, 0), fitText(a, 1), optChange(a.MinCapacityBytes[0], a.MinCapacityBytes[1]))
+		c := allocatorCells(a)
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", mdEscape(a.Allocator), c[0], c[1], c[2], c[3])
 	}
 	rows, unchanged := shownCallSites(d)
 	if len(rows) > 0 {
-		b.WriteString("\nLive at the peak, by call site, the largest growth first:\n\n| call site | before | after | change | allocations |\n|---|--:|--:|--:|--:|\n")
-		for _, c := range rows {
-			delta := SignedBytes(c.DeltaBytes)
-			if c.DeltaBytes > 0 {
-				delta = "**" + delta + "**"
-			}
-			fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", mdCode(c.CallSite), Bytes(c.BeforeBytes), Bytes(c.AfterBytes), delta, mdEscape(counts(c)))
-		}
-		fmt.Fprintf(b, "| the peaks' difference | | | %s | |\n", SignedBytes(d.PeakDeltaBytes))
+		b.WriteString("\nLive at the peak, by call site, the largest growth first:\n\n")
+		writeCallSiteTable(b, rows, "before", "after", "the peaks' difference", d.PeakDeltaBytes)
 		if unchanged > 0 {
 			fmt.Fprintf(b, "\n%s held the same at both peaks.\n", Plural(int64(unchanged), "other call site", "other call sites"))
 		}

@@ -92,7 +92,7 @@ func (t *Trace) Fit(ctx context.Context) ([]FitResult, error) {
 // limit, for an allocator that takes one) and says whether every
 // allocation is served.
 func (t *Trace) Fits(ctx context.Context, spec sim.AllocatorSpec, capacity uint64) (bool, error) {
-	p, err := t.probe(ctx, spec, capacity)
+	p, err := t.Probe(ctx, spec, capacity)
 	return p.OK, err
 }
 

@@ -82,9 +82,7 @@ func Load(ctx context.Context, src sim.Source, setup sim.Setup, specs []sim.Allo
 	}
 	rec := &recorder{src: src, t: t.tape}
 	cfg := t.config(specs)
-	cfg.Record = opt.Record
-	cfg.Probe = opt.Record == nil // a probe records no series
-	cfg.Reread = nil              // the tape is not written yet: a planner reads it after
+	cfg.Record, cfg.Probe = opt.Record, opt.Record == nil // a probe records no series
 	var res []sim.Result
 	var err error
 	if len(specs) == 0 {
@@ -94,13 +92,15 @@ func Load(ctx context.Context, src sim.Source, setup sim.Setup, specs []sim.Allo
 		// A planner must see the whole trace before its first
 		// allocation: the tape is filled first, then replayed.
 		if err = t.fill(ctx, rec); err == nil {
-			c := t.config(specs)
-			c.Record, c.Probe = opt.Record, opt.Record == nil
-			res, err = sim.Replay(ctx, t.tape.reader(), c)
+			res, err = sim.Replay(ctx, t.tape.reader(), cfg)
 		}
-	} else if res, err = sim.Replay(ctx, rec, cfg); err == nil {
-		// A replay that failed stopped reading: the tape takes the rest.
-		err = t.fill(ctx, rec)
+	} else {
+		first := cfg
+		first.Reread = nil // the tape is not written yet
+		if res, err = sim.Replay(ctx, rec, first); err == nil {
+			// A replay that failed stopped reading: the tape takes the rest.
+			err = t.fill(ctx, rec)
+		}
 	}
 	if err != nil {
 		t.Close()
