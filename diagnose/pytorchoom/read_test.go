@@ -400,16 +400,6 @@ func readFixture(t *testing.T, file string) *Input {
 	return in
 }
 
-// figureOf is a message's figure by its JSON name.
-func figureOf(m *Message, key string) *Figure {
-	for _, nf := range m.figures() {
-		if nf.key == key {
-			return nf.f
-		}
-	}
-	panic("no figure " + key)
-}
-
 // Every fixture gives its exact figures, where each came from, and its
 // verdict.
 func TestPyTorchOOMFixtures(t *testing.T) {
